@@ -1,0 +1,115 @@
+# llmd — top-level build.
+#
+# Every folder with C sources becomes one static library (build/lib/lib<dir>.a);
+# tools link those; each tests/unit/test_*.c is its own Check runner.  New
+# source files are picked up by wildcard, so adding a file needs no edit here.
+
+VERSION := $(shell cat VERSION)
+BUILD   ?= build
+CC      ?= gcc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA    ?= $(shell test -x "$(NVCC)" && echo 1 || echo 0)
+CUDA_ARCHS ?= 80 90
+MODEL   ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+PKGS     := jansson libpcre2-8 openblas
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+
+OPT      ?= -O2
+WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CFLAGS   ?=
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -fopenmp -pthread \
+	-I. $(PKG_CFLAGS) -DLLMD_VERSION='"$(VERSION)"' $(CFLAGS)
+LDLIBS   := $(PKG_LIBS) -fopenmp -pthread -ldl -lm
+
+# Library folders in link order: a folder may only use folders after it.
+LIBDIRS  := engine sched swap model kvcache kernels kernels/cpu
+LIBDIRS  := $(foreach d,$(LIBDIRS),$(if $(wildcard $(d)/*.c),$(d)))
+libname   = $(BUILD)/lib/lib$(subst /,_,$(1)).a
+LIBS     := $(foreach d,$(LIBDIRS),$(call libname,$(d)))
+
+TOOLS    := llmgen
+TESTS    := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
+
+.PHONY: all test unit asan lint deps model run clean cuda fuzz bench-gen format
+all: $(addprefix $(BUILD)/bin/,$(TOOLS)) $(if $(filter 1,$(CUDA)),cuda)
+
+# --- objects and libraries --------------------------------------------------
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+define lib_rule
+$(call libname,$(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)/*.c))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach d,$(LIBDIRS),$(eval $(call lib_rule,$(d))))
+
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+# --- tests -------------------------------------------------------------------
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/tests/unit/check_main.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/obj/tests/unit/check_main.o $(LIBS) $(LDLIBS) $(CHECK_LIBS)
+
+unit: $(addprefix $(BUILD)/tests/,$(TESTS)) $(MODEL)
+	@fail=0; for t in $(TESTS); do \
+	  echo "== $$t"; LLMD_MODEL=$(MODEL) $(BUILD)/tests/$$t || fail=1; \
+	done; exit $$fail
+
+# The whole suite: unit + integration suites, then the same under ASan/UBSan.
+test: all unit asan
+
+asan:
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 CUDA=0 \
+	  CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+	  unit
+
+# --- CUDA backend (shared object, loaded at run time) ------------------------
+CUDA_SRCS := $(wildcard kernels/cuda/*.cu)
+CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+cuda: $(BUILD)/lib/libllmd_cuda.so
+$(BUILD)/lib/libllmd_cuda.so: $(CUDA_SRCS) kernels/backend.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -I. $(CUDA_GENCODE) -Xcompiler -fPIC,-Wall,-Werror \
+	  -shared -o $@ $(CUDA_SRCS) -lcublas -lcudart
+
+# --- fuzzing (clang + libFuzzer) ---------------------------------------------
+fuzz: $(BUILD)/fuzz/fuzz_gguf
+$(BUILD)/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c model/gguf.c model/model.h
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined \
+	  -o $@ tests/fuzz/fuzz_gguf.c model/gguf.c
+
+# --- housekeeping ------------------------------------------------------------
+SRC_FILES = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
+lint:
+	clang-format --dry-run --Werror $(SRC_FILES)
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	  --inline-suppr --suppress=missingIncludeSystem -I. -D__GNUC__ \
+	  $(filter %.c,$(SRC_FILES))
+	$(MAKE) --no-print-directory OPT=-O2 all
+
+format:
+	clang-format -i $(SRC_FILES)
+
+deps:
+	@sh scripts/deps.sh
+
+model: $(MODEL)
+$(MODEL):
+	@sh scripts/fetch-model.sh $@
+
+run: all $(MODEL)
+	@sh scripts/run.sh $(MODEL)
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
