@@ -11,6 +11,7 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA    ?= $(shell test -x "$(NVCC)" && echo 1 || echo 0)
 CUDA_ARCHS ?= 80 90
 MODEL   ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
+VOCABS  := $(addprefix models/vocab/ggml-vocab-,llama-spm.gguf llama-bpe.gguf qwen2.gguf)
 
 PKGS     := jansson libpcre2-8 openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -57,7 +58,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/tests/unit/check_main
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/obj/tests/unit/check_main.o $(LIBS) $(LDLIBS) $(CHECK_LIBS)
 
-unit: $(addprefix $(BUILD)/tests/,$(TESTS)) $(MODEL)
+unit: $(addprefix $(BUILD)/tests/,$(TESTS)) $(MODEL) $(VOCABS)
 	@fail=0; for t in $(TESTS); do \
 	  echo "== $$t"; LLMD_MODEL=$(MODEL) $(BUILD)/tests/$$t || fail=1; \
 	done; exit $$fail
@@ -102,9 +103,11 @@ format:
 deps:
 	@sh scripts/deps.sh
 
-model: $(MODEL)
+model: $(MODEL) $(VOCABS)
 $(MODEL):
 	@sh scripts/fetch-model.sh $@
+$(VOCABS):
+	@sh scripts/fetch-vocab.sh models/vocab
 
 run: all $(MODEL)
 	@sh scripts/run.sh $(MODEL)
