@@ -36,7 +36,8 @@ static struct be *be_cuda_open(const struct be_opts *opts, char *err, size_t err
     }
     be_create_fn fn = (be_create_fn)dlsym(so, "be_cuda_create");
     if (!fn) {
-        snprintf(err, errlen, "cuda backend: %s has no be_cuda_create", path ? path : "libllmd_cuda.so");
+        snprintf(err, errlen, "cuda backend: %s has no be_cuda_create",
+                 path ? path : "libllmd_cuda.so");
         dlclose(so);
         return NULL;
     }

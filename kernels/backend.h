@@ -54,8 +54,9 @@ struct be_batch {
     const int32_t *pos;    /* [n_tokens] position of each token in its sequence */
     const int32_t *slot;   /* [n_tokens] physical KV slot: block * block_size + offset */
     int n_seqs;
-    const int32_t *q_off;        /* [n_seqs + 1] sequence s owns tokens q_off[s] .. q_off[s+1]-1 */
-    const int32_t *bt_off;       /* [n_seqs + 1] its block table is block_tables[bt_off[s] .. bt_off[s+1]) */
+    const int32_t *q_off; /* [n_seqs + 1] sequence s owns tokens q_off[s] .. q_off[s+1]-1 */
+    const int32_t
+        *bt_off; /* [n_seqs + 1] its block table is block_tables[bt_off[s] .. bt_off[s+1]) */
     const int32_t *block_tables; /* physical block ids, logical order */
     int n_out;
     const int32_t *out_rows; /* [n_out] token rows whose logits are wanted */
@@ -79,11 +80,11 @@ struct be_ops {
     /* out[t] = table row tokens[t], for every token of the batch; table is a weight [vocab × n]. */
     int (*embed)(struct be *b, const struct be_buf *table, struct be_buf *out, int n);
     /* y[i] = x[i] / rms(x[i]) * w, for m rows of n; y may be x. */
-    int (*rmsnorm)(struct be *b, const struct be_buf *x, const struct be_buf *w,
-                   struct be_buf *y, int m, int n, float eps);
+    int (*rmsnorm)(struct be *b, const struct be_buf *x, const struct be_buf *w, struct be_buf *y,
+                   int m, int n, float eps);
     /* y[m × n] = x[m × k] · w[n × k]^T; w is a weight. */
-    int (*matmul)(struct be *b, const struct be_buf *x, const struct be_buf *w,
-                  struct be_buf *y, int m, int n, int k);
+    int (*matmul)(struct be *b, const struct be_buf *x, const struct be_buf *w, struct be_buf *y,
+                  int m, int n, int k);
     /* x[i] += y[i], for n elements. */
     int (*add)(struct be *b, struct be_buf *x, const struct be_buf *y, size_t n);
     /* Rotary embedding in place on x [n_tokens × n_heads × head_dim] at the
@@ -118,8 +119,8 @@ struct be_ops {
 /* Every implementation embeds this as its first member. */
 struct be {
     const struct be_ops *ops;
-    int n_threads;  /* CPU worker threads (CPU backend) */
-    char err[256];  /* message of the last failure */
+    int n_threads; /* CPU worker threads (CPU backend) */
+    char err[256]; /* message of the last failure */
 };
 
 struct be_opts {

@@ -49,9 +49,18 @@ void kv_pool_free(struct kv_pool *p)
     free(p);
 }
 
-int kv_pool_blocks(const struct kv_pool *p) { return p->n_blocks; }
-int kv_pool_block_size(const struct kv_pool *p) { return p->block_size; }
-int kv_pool_free_blocks(const struct kv_pool *p) { return p->n_free; }
+int kv_pool_blocks(const struct kv_pool *p)
+{
+    return p->n_blocks;
+}
+int kv_pool_block_size(const struct kv_pool *p)
+{
+    return p->block_size;
+}
+int kv_pool_free_blocks(const struct kv_pool *p)
+{
+    return p->n_free;
+}
 
 int32_t kv_block_alloc(struct kv_pool *p)
 {

@@ -65,12 +65,12 @@ struct gguf_kv {
 struct gguf_tensor {
     struct gguf_str name;
     uint32_t n_dims;
-    uint64_t ne[4];    /* ne[0] is the innermost (contiguous) dimension */
-    uint32_t type;     /* enum dq_type */
-    uint64_t offset;   /* from the start of the data section */
+    uint64_t ne[4];  /* ne[0] is the innermost (contiguous) dimension */
+    uint32_t type;   /* enum dq_type */
+    uint64_t offset; /* from the start of the data section */
     uint64_t n_elems;
     uint64_t n_bytes;
-    const void *data;  /* into the mapping; validated to lie inside the file */
+    const void *data; /* into the mapping; validated to lie inside the file */
 };
 
 struct gguf_file {
@@ -83,7 +83,7 @@ struct gguf_file {
     uint64_t data_offset;
     const uint8_t *base; /* the whole file */
     size_t size;
-    void *map;           /* non-NULL when gguf_open mapped it */
+    void *map; /* non-NULL when gguf_open mapped it */
 };
 
 /* Maps and parses a GGUF v2/v3 file.  Every count, offset and size is checked
@@ -167,13 +167,14 @@ int32_t tok_find(const struct tok *t, const char *text);
 struct tok_stream {
     uint8_t pending[8]; /* an incomplete UTF-8 sequence held back */
     int n_pending;
-    int n_tokens;       /* tokens pushed so far */
+    int n_tokens; /* tokens pushed so far */
 };
 /* Bytes the longest token can decode to, plus what a stream may hold back. */
 size_t tok_max_piece(const struct tok *t);
 /* Appends the decoded bytes of id to out (capacity cap >= tok_max_piece())
  * and returns how many were written.  Control tokens decode to nothing. */
-size_t tok_stream_push(const struct tok *t, struct tok_stream *s, int32_t id, char *out, size_t cap);
+size_t tok_stream_push(const struct tok *t, struct tok_stream *s, int32_t id, char *out,
+                       size_t cap);
 /* Emits what is still held back (an incomplete sequence becomes U+FFFD). */
 size_t tok_stream_flush(const struct tok *t, struct tok_stream *s, char *out, size_t cap);
 /* Whole-sequence decoding into a malloc'd NUL-terminated string. */
@@ -260,7 +261,7 @@ struct smp_params {
     float frequency_penalty;  /* OpenAI: subtract per occurrence in generated text */
     float repetition_penalty; /* 1: off; CTRL-style over prompt and output */
     uint64_t seed;
-    int n_logprobs;           /* top alternatives to report, 0..SMP_MAX_LOGPROBS */
+    int n_logprobs; /* top alternatives to report, 0..SMP_MAX_LOGPROBS */
 };
 
 /* Default parameters: greedy off (temperature 1), every filter off. */
