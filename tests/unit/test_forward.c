@@ -173,11 +173,12 @@ START_TEST(first_logits_close_to_reference)
             slot[p] = blocks[p / bs] * bs + p % bs;
         }
         int32_t q_off[2] = {0, c->n_prompt}, bt_off[2] = {0, nb}, out_row = c->n_prompt - 1;
-        struct be_batch bt = {c->n_prompt, c->prompt, pos, slot, 1, q_off, bt_off, blocks, 1,
-                              &out_row};
+        struct be_batch bt = {c->n_prompt, c->prompt, pos,    slot, 1,
+                              q_off,       bt_off,    blocks, 1,    &out_row};
         float *logits = malloc(sizeof(float) * mc->n_vocab);
         char err[256];
-        ck_assert_msg(model_forward(g_model, kv, &g, &bt, logits, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(model_forward(g_model, kv, &g, &bt, logits, err, sizeof(err)) == 0, "%s",
+                      err);
         for (int k = 0; k < c->n_top; k++) {
             double want = c->top_logit[k], got = logits[c->top_id[k]];
             ck_assert_msg(fabs(got - want) <= 2e-3 * (1 + fabs(want)),
@@ -204,7 +205,8 @@ START_TEST(batched_run_equals_solo_runs)
     char err[256];
     for (int i = 0; i < n; i++) {
         reqs[i] = greedy_req(&g_cases[i]);
-        ck_assert_msg(eng_generate(g_model, NULL, &reqs[i], 1, &solo[i], NULL, err, sizeof(err)) == 0,
+        ck_assert_msg(eng_generate(g_model, NULL, &reqs[i], 1, &solo[i], NULL, err, sizeof(err)) ==
+                          0,
                       "%s", err);
     }
     struct eng_gen_opts o = {.max_batch_tokens = 96, .block_size = 16};
