@@ -254,7 +254,7 @@ int eng_generate(struct model *m, const struct eng_gen_opts *opts, const struct 
                  size_t errlen)
 {
     struct eng_gen_opts o = opts ? *opts : (struct eng_gen_opts){0};
-    struct eng_gen_stats st_local;
+    struct eng_gen_stats st_local = {0};
     struct eng_gen_stats *st = stats ? stats : &st_local;
     memset(st, 0, sizeof(*st));
     memset(outs, 0, sizeof(*outs) * (size_t)(n > 0 ? n : 0));
