@@ -83,10 +83,10 @@ $(BUILD)/lib/libllmd_cuda.so: $(CUDA_SRCS) kernels/backend.h
 
 # --- fuzzing (clang + libFuzzer) ---------------------------------------------
 fuzz: $(BUILD)/fuzz/fuzz_gguf
-$(BUILD)/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c model/gguf.c model/model.h
+$(BUILD)/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c model/gguf.c model/dequant.c model/model.h
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined \
-	  -o $@ tests/fuzz/fuzz_gguf.c model/gguf.c
+	  -o $@ tests/fuzz/fuzz_gguf.c model/gguf.c model/dequant.c
 
 # --- housekeeping ------------------------------------------------------------
 SRC_FILES = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
