@@ -181,7 +181,7 @@ START_TEST(q4_0_is_d_times_q_minus_8)
     int q[32];
     float y[64];
     for (int i = 0; i < 32; i++)
-        q[i] = (i * 5 + 3) % 16;
+        q[i] = (i * 5 + 3 + i / 16 * 7) % 16; /* q[j] != q[j + 16] */
     put16(b, H_0_5);
     pack_nibbles(b + 2, q);
     put16(b + 18, H_M1); /* second block: d = -1, all nibbles 15 */
@@ -200,15 +200,15 @@ START_TEST(q4_1_is_d_times_q_plus_m)
     int q[32];
     float y[32];
     for (int i = 0; i < 32; i++)
-        q[i] = (i * 7) % 16;
+        q[i] = (i * 7 + i / 16 * 5) % 16; /* q[j] != q[j + 16] */
     put16(b, H_0_25);
     put16(b + 2, H_M1);
     pack_nibbles(b + 4, q);
     ck_assert_int_eq(dq_dequant(DQ_Q4_1, b, y, 32), 0);
     for (int i = 0; i < 32; i++)
         ck_assert_msg(y[i] == 0.25f * (float)q[i] - 1.0f, "i=%d", i);
-    ck_assert(y[0] == -1.0f);          /* q[0] = 0 */
-    ck_assert(y[16] == 0.25f * 0 - 1); /* q[16] = 112 % 16 = 0 */
+    ck_assert(y[0] == -1.0f);  /* q[0] = 0 */
+    ck_assert(y[16] == 0.25f); /* q[16] = 117 % 16 = 5 */
 }
 END_TEST
 
@@ -258,7 +258,7 @@ START_TEST(q4_k_uses_six_bit_scales_and_mins)
     int q[256];
     float y[256];
     for (int i = 0; i < 256; i++)
-        q[i] = (i * 11 + i / 32) % 16;
+        q[i] = (i * 11 + i / 32) % 16; /* differs from q[i + 32] */
     pack_q4_k(b, H_0_5, H_0_25, sc, m, q);
     ck_assert_int_eq(dq_dequant(DQ_Q4_K, b, y, 256), 0);
     for (int i = 0; i < 256; i++) {
@@ -296,7 +296,7 @@ START_TEST(q6_k_is_d_times_signed_scale_times_q_minus_32)
     for (int k = 0; k < 16; k++)
         sc[k] = k * 9 - 70; /* negative and positive scales */
     for (int i = 0; i < 256; i++)
-        q[i] = (i * 37 + 5) % 64;
+        q[i] = (i * 37 + 5 + i / 64) % 64; /* differs from q[i + 32], q[i + 64] */
     pack_q6_k(b, H_0_5, sc, q);
     for (int i = 0; i < 256; i++)
         q[i] = 63 - q[i];
