@@ -1,9 +1,11 @@
 /*
  * tests/unit/test_tok.c — the tokenizer: byte-level BPE and SentencePiece
  * rules pinned on tiny hand-built vocabularies (where every expected id can
- * be worked out by hand).
+ * be worked out by hand), then the real vocabularies against ids produced by
+ * llama.cpp's own tokenizer.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -669,6 +671,164 @@ START_TEST(stream_never_writes_past_cap)
 }
 END_TEST
 
+/* ------------------------------------------------------ real files */
+
+static const char *model_path(void)
+{
+    const char *p = getenv("LLMD_MODEL");
+    return p && *p ? p : "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+static struct tok *load_file(const char *path, struct gguf_file **f)
+{
+    char err[256] = "";
+    ck_assert_msg(gguf_open(path, f, err, sizeof(err)) == 0, "%s: %s", path, err);
+    struct tok *t = NULL;
+    ck_assert_msg(tok_load(*f, &t, err, sizeof(err)) == 0, "%s: %s", path, err);
+    return t;
+}
+
+START_TEST(real_smollm2_vocabulary)
+{
+    struct gguf_file *f;
+    struct tok *t = load_file(model_path(), &f);
+    ck_assert_int_eq(tok_vocab_size(t), 49152);
+    ck_assert_int_eq(tok_bos(t), 1);
+    ck_assert_int_eq(tok_eos(t), 2);
+    ck_assert_int_eq(tok_add_bos(t), 0); /* the file says add_bos_token = false */
+    ck_assert_int_eq(tok_find(t, "<|im_end|>"), 2);
+    ck_assert(tok_is_eog(t, 2));
+    ck_assert(tok_is_eog(t, 0)); /* <|endoftext|> */
+    ck_assert(!tok_is_eog(t, 1));
+    ck_assert(tok_is_control(t, 1));
+    /* Ids from llama.cpp's tokenizer. */
+    const char *text = "Hello world, 12345 <|im_start|>!";
+    EXPECT_IDS(t, text, TOK_ADD_BOS | TOK_PARSE_SPECIAL, 19556, 905, 28, 216, 33, 34, 35, 36, 37,
+               216, 1, 17);
+    int32_t *ids = NULL;
+    int n = tok_encode(t, text, strlen(text), 0, &ids);
+    char *s = tok_decode(t, ids, (size_t)n);
+    ck_assert_str_eq(s, text);
+    free(s);
+    free(ids);
+    tok_free(t);
+    gguf_close(f);
+}
+END_TEST
+
+START_TEST(real_vocab_families_load_with_their_defaults)
+{
+    struct {
+        const char *path;
+        int n_vocab, add_bos;
+        int32_t bos;
+    } v[] = {
+        {"models/vocab/ggml-vocab-llama-spm.gguf", 32000, 1, 1},
+        {"models/vocab/ggml-vocab-llama-bpe.gguf", 128256, 1, 128000},
+        {"models/vocab/ggml-vocab-qwen2.gguf", 151936, 0, 151643},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        struct gguf_file *f;
+        struct tok *t = load_file(v[i].path, &f);
+        ck_assert_int_eq(tok_vocab_size(t), v[i].n_vocab);
+        ck_assert_int_eq(tok_add_bos(t), v[i].add_bos);
+        ck_assert_int_eq(tok_bos(t), v[i].bos);
+        tok_free(t);
+        gguf_close(f);
+    }
+}
+END_TEST
+
+START_TEST(real_load_rejects_a_file_without_tokenizer)
+{
+    /* A GGUF v3 header with no metadata at all. */
+    static const uint8_t empty[] = {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0,
+                                    0,   0,   0,   0,   0, 0, 0, 0, 0, 0, 0, 0};
+    struct gguf_file *f;
+    char err[256] = "";
+    ck_assert_msg(gguf_parse(empty, sizeof(empty), &f, err, sizeof(err)) == 0, "%s", err);
+    struct tok *t = (struct tok *)1;
+    ck_assert_int_eq(tok_load(f, &t, err, sizeof(err)), -1);
+    ck_assert_ptr_null(t);
+    ck_assert_ptr_nonnull(strstr(err, "tokenizer"));
+    gguf_close(f);
+}
+END_TEST
+
+/* A long input must take milliseconds (not asserted: machines differ), and
+ * come back intact. */
+START_TEST(real_long_input_round_trips)
+{
+    struct gguf_file *f;
+    struct tok *t = load_file(model_path(), &f);
+    size_t n = 10000;
+    char *text = malloc(n + 1);
+    const char *words[] = {"lorem ",           "ipsum, ", "12345 ", "\xE4\xB8\xAD\xE6\x96\x87 ",
+                           "\xF0\x9F\x98\x80", "\n\n",    "    x",  "don't "};
+    size_t m = 0;
+    for (unsigned i = 0; m < n; i = i * 7 + 3) {
+        const char *w = words[i % 8];
+        size_t k = strlen(w);
+        if (m + k > n)
+            break;
+        memcpy(text + m, w, k);
+        m += k;
+    }
+    text[m] = '\0';
+    int32_t *ids = NULL;
+    int k = tok_encode(t, text, m, TOK_PARSE_SPECIAL, &ids);
+    ck_assert_int_gt(k, 1000);
+    char *s = tok_decode(t, ids, (size_t)k);
+    ck_assert_str_eq(s, text);
+    free(s);
+    free(ids);
+    free(text);
+    tok_free(t);
+    gguf_close(f);
+}
+END_TEST
+
+struct tok_thread_arg {
+    const struct tok *t;
+    const char *text;
+    int n;
+    int32_t *ids;
+};
+
+static void *tok_thread(void *p)
+{
+    struct tok_thread_arg *a = p;
+    for (int i = 0; i < 20; i++) {
+        free(a->ids);
+        a->n = tok_encode(a->t, a->text, strlen(a->text), TOK_PARSE_SPECIAL, &a->ids);
+    }
+    return NULL;
+}
+
+START_TEST(real_encoding_is_thread_safe)
+{
+    struct gguf_file *f;
+    struct tok *t = load_file(model_path(), &f);
+    const char *text = "<|im_start|>user\nThe quick brown fox, 1234 \xE2\x9C\x93<|im_end|>\n";
+    int32_t *want = NULL;
+    int n_want = tok_encode(t, text, strlen(text), TOK_PARSE_SPECIAL, &want);
+    pthread_t th[4];
+    struct tok_thread_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct tok_thread_arg){t, text, 0, NULL};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, tok_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert(ids_equal(args[i].ids, args[i].n, want, n_want));
+        free(args[i].ids);
+    }
+    free(want);
+    tok_free(t);
+    gguf_close(f);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("tok");
@@ -703,5 +863,13 @@ Suite *test_suite(void)
     tcase_add_test(st, stream_replaces_invalid_bytes_without_waiting);
     tcase_add_test(st, stream_never_writes_past_cap);
     suite_add_tcase(s, st);
+    TCase *real = tcase_create("real");
+    tcase_set_timeout(real, 120);
+    tcase_add_test(real, real_smollm2_vocabulary);
+    tcase_add_test(real, real_vocab_families_load_with_their_defaults);
+    tcase_add_test(real, real_load_rejects_a_file_without_tokenizer);
+    tcase_add_test(real, real_long_input_round_trips);
+    tcase_add_test(real, real_encoding_is_thread_safe);
+    suite_add_tcase(s, real);
     return s;
 }
