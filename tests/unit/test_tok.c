@@ -5,6 +5,7 @@
  * llama.cpp's own tokenizer.
  */
 #include <check.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -829,6 +830,139 @@ START_TEST(real_encoding_is_thread_safe)
 }
 END_TEST
 
+/* ------------------------------------------------ reference fixture */
+
+/* tests/reference/tokenizer.json: ids from llama.cpp's llama-tokenize for
+ * the project's test strings on each vocabulary.  Every case must match. */
+static const char *fixture_path(void)
+{
+    const char *p = getenv("LLMD_TOK_FIXTURE");
+    return p && *p ? p : "tests/reference/tokenizer.json";
+}
+
+struct vocab_cache {
+    char *path[8];
+    struct gguf_file *f[8];
+    struct tok *t[8];
+    int n;
+};
+
+static struct tok *vocab_get(struct vocab_cache *c, const char *path)
+{
+    for (int i = 0; i < c->n; i++)
+        if (strcmp(c->path[i], path) == 0)
+            return c->t[i];
+    ck_assert_int_lt(c->n, 8);
+    c->t[c->n] = load_file(path, &c->f[c->n]);
+    c->path[c->n] = strdup(path);
+    return c->t[c->n++];
+}
+
+static void vocab_free(struct vocab_cache *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        tok_free(c->t[i]);
+        gguf_close(c->f[i]);
+        free(c->path[i]);
+    }
+}
+
+/* Reads a case's "ids" into a malloc'd array; -1 when malformed. */
+static int fixture_ids(const json_t *arr, int32_t **out)
+{
+    size_t n = json_array_size(arr);
+    *out = malloc(sizeof(**out) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v))
+            return -1;
+        (*out)[i] = (int32_t)json_integer_value(v);
+    }
+    return json_is_array(arr) ? (int)n : -1;
+}
+
+static void print_text(const char *text, size_t len)
+{
+    fputs("  text \"", stderr);
+    for (size_t i = 0; i < len && i < 400; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c < 0x20 || c == 0x7F)
+            fprintf(stderr, "\\x%02X", c);
+        else
+            fputc(c, stderr);
+    }
+    fputs(len > 400 ? "\" ...\n" : "\"\n", stderr);
+}
+
+/* Byte-level vocabularies give the text back exactly, unless a control
+ * token (which decodes to nothing) stands for part of it. */
+static int fixture_round_trips(const struct tok *t, const int32_t *ids, int n, const char *text,
+                               size_t len)
+{
+    int start = n > 0 && ids[0] == tok_bos(t) && tok_add_bos(t);
+    for (int i = start; i < n; i++)
+        if (tok_is_control(t, ids[i]))
+            return 1;
+    char *s = tok_decode(t, ids, (size_t)n);
+    int ok = s && strlen(s) == len && memcmp(s, text, len) == 0;
+    if (!ok) {
+        fprintf(stderr, "decoding does not give the text back:\n");
+        print_text(text, len);
+        if (s)
+            print_text(s, strlen(s));
+    }
+    free(s);
+    return ok;
+}
+
+/* 1 when the case matches llama.cpp (and round-trips where it should). */
+static int fixture_case(struct vocab_cache *vc, const json_t *c)
+{
+    const char *vocab = json_string_value(json_object_get(c, "vocab"));
+    const json_t *jt = json_object_get(c, "text");
+    ck_assert_msg(vocab && json_is_string(jt), "a case without vocab or text");
+    const char *text = json_string_value(jt), *name = json_string_value(json_object_get(c, "name"));
+    size_t len = json_string_length(jt);
+    unsigned flags = (json_is_true(json_object_get(c, "add_bos")) ? TOK_ADD_BOS : 0) |
+                     (json_is_true(json_object_get(c, "parse_special")) ? TOK_PARSE_SPECIAL : 0);
+    struct tok *t = vocab_get(vc, vocab);
+    int32_t *want = NULL, *got = NULL;
+    int n_want = fixture_ids(json_object_get(c, "ids"), &want);
+    ck_assert_msg(n_want >= 0, "case %s: bad ids", name ? name : "?");
+    int n = tok_encode(t, text, len, flags, &got);
+    int ok = ids_equal(got, n, want, n_want);
+    if (!ok) {
+        fprintf(stderr, "case %s (%s, flags %u) differs from llama.cpp:\n", name ? name : "?",
+                vocab, flags);
+        print_text(text, len);
+        print_ids("expected", want, n_want);
+        print_ids("got     ", got, n);
+    } else if (t->kind == TOK_KIND_BPE) {
+        ok = fixture_round_trips(t, got, n, text, len);
+    }
+    free(want);
+    free(got);
+    return ok;
+}
+
+START_TEST(fixture_matches_llama_cpp_exactly)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(fixture_path(), 0, &jerr);
+    ck_assert_msg(root, "%s: %s (line %d)", fixture_path(), jerr.text, jerr.line);
+    const json_t *cases = json_object_get(root, "cases");
+    ck_assert_msg(json_array_size(cases) > 0, "%s: no cases", fixture_path());
+    struct vocab_cache vc = {0};
+    size_t i, bad = 0;
+    const json_t *c;
+    json_array_foreach(cases, i, c) bad += !fixture_case(&vc, c);
+    vocab_free(&vc);
+    size_t total = json_array_size(cases);
+    json_decref(root);
+    ck_assert_msg(bad == 0, "%zu of %zu reference cases differ", bad, total);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("tok");
@@ -870,6 +1004,7 @@ Suite *test_suite(void)
     tcase_add_test(real, real_load_rejects_a_file_without_tokenizer);
     tcase_add_test(real, real_long_input_round_trips);
     tcase_add_test(real, real_encoding_is_thread_safe);
+    tcase_add_test(real, fixture_matches_llama_cpp_exactly);
     suite_add_tcase(s, real);
     return s;
 }
