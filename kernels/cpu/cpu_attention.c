@@ -5,15 +5,18 @@
  * Work is split into items of (sequence, KV head, tile of up to ATT_ROWS
  * query rows), a row being one (token, query head) pair: the query heads
  * that share a KV head and several tokens of a prefill chunk walk the
- * sequence's blocks together, so each K and V block is fetched from memory
- * once per item and then read from L1 by every row.  Threads take items
- * dynamically.
+ * sequence's blocks together, so each K and V block comes from memory once
+ * per item (prefetched while the previous block is computed) and then from
+ * L1 for every row.  Within a token, the AVX2 kernel takes three query heads
+ * at a time so that each K and V vector is loaded once for the three.
+ * Threads take items dynamically.
  *
  * Each row runs an online softmax block by block in key order: scores of the
  * block, new running max, rescale of the sum and the accumulator, then the
  * weighted V rows in key order.  What a row computes depends only on its own
- * query, position and the sequence's keys, never on the tile or the rest of
- * the batch, so the output is batch-invariant.
+ * query, position and the sequence's keys, never on the tile, the heads it
+ * shares a kernel call with or the rest of the batch, so the output is
+ * batch-invariant.
  */
 #include <math.h>
 #include <omp.h>
@@ -22,7 +25,7 @@
 
 #include "kernels/cpu/cpu_internal.h"
 
-#define ATT_ROWS 32 /* query rows per work item */
+#define ATT_ROWS 32 /* query rows (token, head) per work item */
 
 struct att_args {
     const float *q, *pool;
@@ -72,92 +75,177 @@ static void att_block_c(const struct att_args *a, struct att_row *r, const float
 }
 
 #if CPU_HAVE_X86
-/* Scores of 8 keys: lane j is q · K[key[j]], summed over head_dim in 8
- * lanes and then pairwise, the same way for every key. */
-CPU_AVX2 static __m256 att_scores8(const float *q, const float *const key[8], int hd)
+/* The AVX2 kernel takes up to ATT_R rows of one token at a time: the query
+ * heads that share a KV head see the same keys, so each K and V vector is
+ * loaded once for all of them.  Every row's arithmetic is the same as if it
+ * were alone: its own accumulators, in the same order. */
+#define ATT_R 3
+
+/* Sum of each of four 8-lane accumulators, ((0+1)+(2+3)) + ((4+5)+(6+7)). */
+CPU_AVX2 static __m128 att_reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
 {
-    __m256 a[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++)
-        a[j] = _mm256_setzero_ps();
+    __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+/* Scores of R rows against keys j0 .. j0+3 (past nv: key 0, masked later)
+ * into sc[r * bp + j]. */
+CPU_AVX2 static inline __attribute__((always_inline)) void att_qk(const int R,
+                                                                  float *const q[ATT_R],
+                                                                  const float *K, int j0, int nv,
+                                                                  int hd, float *sc, int bp)
+{
+    const float *k[4];
+    __m256 acc[ATT_R][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        k[i] = K + (size_t)(j0 + i < nv ? j0 + i : 0) * hd;
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+            acc[r][i] = _mm256_setzero_ps();
+    }
     for (int d = 0; d < hd; d += 8) {
-        __m256 qv = _mm256_load_ps(q + d);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-            a[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(key[j] + d), a[j]);
+        __m256 kv[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            kv[i] = _mm256_loadu_ps(k[i] + d);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++) {
+            __m256 qv = _mm256_load_ps(q[r] + d);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                acc[r][i] = _mm256_fmadd_ps(qv, kv[i], acc[r][i]);
+        }
     }
-    __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+        _mm_store_ps(sc + r * bp + j0, att_reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
 }
 
-/* acc[0..64) = acc * corr + sum over j < nv of p[j] * V[j][0..64), in key
- * order, in eight registers. */
-CPU_AVX2 static void att_pv8(float *acc, const float *V, int hd, int nv, const float *p, float corr)
+/* acc[r][d0 .. d0+8·NV) = acc · corr[r] + sum over j < nv of p[r][j] · V[j],
+ * in key order. */
+CPU_AVX2 static inline __attribute__((always_inline)) void
+att_pv(const int R, const int NV, float *const acc[ATT_R], const float *V, int d0, int hd, int nv,
+       const float *p, int bp, const float *corr)
 {
-    __m256 cv = _mm256_set1_ps(corr), av[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++)
-        av[i] = _mm256_mul_ps(_mm256_load_ps(acc + 8 * i), cv);
+    __m256 av[ATT_R][4];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++) {
+        __m256 cv = _mm256_set1_ps(corr[r]);
+#pragma GCC unroll 4
+        for (int i = 0; i < NV; i++)
+            av[r][i] = _mm256_mul_ps(_mm256_load_ps(acc[r] + d0 + 8 * i), cv);
+    }
     for (int j = 0; j < nv; j++) {
-        __m256 pj = _mm256_broadcast_ss(p + j);
-        const float *v = V + (size_t)j * hd;
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++)
-            av[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * i), av[i]);
+        __m256 vv[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NV; i++)
+            vv[i] = _mm256_loadu_ps(V + (size_t)j * hd + d0 + 8 * i);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++) {
+            __m256 pj = _mm256_broadcast_ss(p + r * bp + j);
+#pragma GCC unroll 4
+            for (int i = 0; i < NV; i++)
+                av[r][i] = _mm256_fmadd_ps(pj, vv[i], av[r][i]);
+        }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++)
-        _mm256_store_ps(acc + 8 * i, av[i]);
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int i = 0; i < NV; i++)
+            _mm256_store_ps(acc[r] + d0 + 8 * i, av[r][i]);
 }
 
-/* The same for 8 elements, where head_dim is not a multiple of 64. */
-CPU_AVX2 static void att_pv1(float *acc, const float *V, int hd, int nv, const float *p, float corr)
+/* Online softmax step of R rows over their scores sc[r·bp + j], j < nv:
+ * the scores become weights, each row's max and sum move on, and corr[r]
+ * gets the factor for the row's old sum and accumulator.  Lanes never mix,
+ * so a row's result does not depend on the others; the weights of a block
+ * are summed lane-wise and then pairwise (padding adds exact zeros). */
+CPU_AVX2 static void att_softmax(int R, struct att_row *rows, float *sc, int nv, int bp,
+                                 float *corr)
 {
-    __m256 av = _mm256_mul_ps(_mm256_load_ps(acc), _mm256_set1_ps(corr));
-    for (int j = 0; j < nv; j++)
-        av = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(V + (size_t)j * hd), av);
-    _mm256_store_ps(acc, av);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY), lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    float old[8] = {0}, mnew[8] = {0};
+    for (int r = 0; r < R; r++) {
+        float *s = sc + r * bp;
+        __m256 mv = ninf;
+        for (int j0 = 0; j0 < bp; j0 += 8) {
+            __m256 ok = _mm256_cmp_ps(lane, _mm256_set1_ps((float)(nv - j0)), _CMP_LT_OQ);
+            __m256 v = _mm256_blendv_ps(ninf, _mm256_load_ps(s + j0), ok);
+            _mm256_store_ps(s + j0, v);
+            mv = _mm256_max_ps(mv, v);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        float mb = _mm_cvtss_f32(m4);
+        old[r] = rows[r].max;
+        mnew[r] = old[r] > mb ? old[r] : mb;
+    }
+    __m256 cv = cpu_exp8(_mm256_sub_ps(_mm256_loadu_ps(old), _mm256_loadu_ps(mnew)));
+    _mm256_storeu_ps(old, cv);
+    for (int r = 0; r < R; r++) {
+        float *s = sc + r * bp;
+        __m256 mv = _mm256_set1_ps(mnew[r]), sum = _mm256_setzero_ps();
+        for (int j0 = 0; j0 < bp; j0 += 8) {
+            __m256 p = cpu_exp8(_mm256_sub_ps(_mm256_load_ps(s + j0), mv));
+            _mm256_store_ps(s + j0, p);
+            sum = _mm256_add_ps(sum, p);
+        }
+        corr[r] = old[r];
+        rows[r].sum = rows[r].sum * old[r] + cpu_hsum8(sum);
+        rows[r].max = mnew[r];
+    }
 }
 
-CPU_AVX2 static void att_block_avx2(const struct att_args *a, struct att_row *r, const float *K,
-                                    const float *V, int nv, float *sc)
+/* R rows of one token over the first nv keys of a block.  sc: ATT_R × bp. */
+CPU_AVX2 static inline __attribute__((always_inline)) void
+att_rows(const int R, struct att_row *rows, const float *K, const float *V, int nv, int hd,
+         float *sc, int bp)
 {
-    int hd = a->head_dim;
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 mv = ninf;
-    for (int j0 = 0; j0 < nv; j0 += 8) {
-        const float *key[8];
-        for (int j = 0; j < 8; j++) /* keys past nv: any valid row, masked below */
-            key[j] = K + (size_t)(j0 + j < nv ? j0 + j : 0) * hd;
-        __m256 s = att_scores8(r->q, key, hd);
-        __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-        __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps((float)(nv - j0)), _CMP_LT_OQ);
-        s = _mm256_blendv_ps(ninf, s, valid);
-        _mm256_store_ps(sc + j0, s);
-        mv = _mm256_max_ps(mv, s);
-    }
-    float m8[8];
-    _mm256_storeu_ps(m8, mv);
-    float mnew = r->max;
-    for (int j = 0; j < 8; j++)
-        mnew = m8[j] > mnew ? m8[j] : mnew;
-    __m256 mb = _mm256_set1_ps(mnew);
-    float corr = _mm256_cvtss_f32(cpu_exp8(_mm256_set1_ps(r->max - mnew)));
-    for (int j0 = 0; j0 < nv; j0 += 8)
-        _mm256_store_ps(sc + j0, cpu_exp8(_mm256_sub_ps(_mm256_load_ps(sc + j0), mb)));
-    float lsum = 0.0f;
-    for (int j = 0; j < nv; j++)
-        lsum += sc[j];
-    r->sum = r->sum * corr + lsum;
-    r->max = mnew;
+    float *q[ATT_R], *acc[ATT_R], corr[ATT_R];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+        q[r] = rows[r].q, acc[r] = rows[r].acc;
+    for (int j0 = 0; j0 < nv; j0 += 4)
+        att_qk(R, q, K, j0, nv, hd, sc, bp);
+    att_softmax(R, rows, sc, nv, bp, corr);
     int d0 = 0;
-    for (; d0 + 64 <= hd; d0 += 64)
-        att_pv8(r->acc + d0, V + d0, hd, nv, sc, corr);
+    for (; d0 + 32 <= hd; d0 += 32)
+        att_pv(R, 4, acc, V, d0, hd, nv, sc, bp, corr);
     for (; d0 < hd; d0 += 8)
-        att_pv1(r->acc + d0, V + d0, hd, nv, sc, corr);
+        att_pv(R, 1, acc, V, d0, hd, nv, sc, bp, corr);
+}
+
+CPU_AVX2 static void att_rows1(struct att_row *rows, const float *K, const float *V, int nv, int hd,
+                               float *sc, int bp)
+{
+    att_rows(1, rows, K, V, nv, hd, sc, bp);
+}
+CPU_AVX2 static void att_rows2(struct att_row *rows, const float *K, const float *V, int nv, int hd,
+                               float *sc, int bp)
+{
+    att_rows(2, rows, K, V, nv, hd, sc, bp);
+}
+CPU_AVX2 static void att_rows3(struct att_row *rows, const float *K, const float *V, int nv, int hd,
+                               float *sc, int bp)
+{
+    att_rows(3, rows, K, V, nv, hd, sc, bp);
+}
+
+/* The G rows of one token, ATT_R at a time. */
+static void att_token_avx2(struct att_row *rows, int G, const float *K, const float *V, int nv,
+                           int hd, float *sc, int bp)
+{
+    for (int r = 0; r < G; r += ATT_R) {
+        int n = G - r < ATT_R ? G - r : ATT_R;
+        if (n == 3)
+            att_rows3(rows + r, K, V, nv, hd, sc, bp);
+        else if (n == 2)
+            att_rows2(rows + r, K, V, nv, hd, sc, bp);
+        else
+            att_rows1(rows + r, K, V, nv, hd, sc, bp);
+    }
 }
 #endif
 
@@ -165,10 +253,26 @@ CPU_AVX2 static void att_block_avx2(const struct att_args *a, struct att_row *r,
 static size_t att_scratch_floats(int head_dim, int block_pad)
 {
     size_t hd = ((size_t)head_dim + 15) / 16 * 16;
-    return 2 * ATT_ROWS * hd + (size_t)block_pad + 16;
+    return 2 * ATT_ROWS * hd + 4 * (size_t)block_pad + 16;
 }
 
-/* One work item: tokens t0 .. t1-1 of sequence s against KV head h. */
+/* Asks for head h's K and V rows of a block, so that they arrive while the
+ * current block is computed: they are two 4 KiB pieces at places that the
+ * hardware prefetcher cannot guess (the pool is in huge pages, so this
+ * costs no TLB misses either). */
+static void att_prefetch(const float *block, const struct be_kv_geom *g, int layer, int h)
+{
+    size_t bytes = (size_t)g->block_size * g->head_dim * sizeof(float);
+    const char *k = (const char *)(block + be_kv_offset(g, layer, 0, h));
+    const char *v = (const char *)(block + be_kv_offset(g, layer, 1, h));
+    for (size_t off = 0; off < bytes; off += 64) {
+        __builtin_prefetch(k + off);
+        __builtin_prefetch(v + off);
+    }
+}
+
+/* One work item: tokens t0 .. t1-1 of sequence s against KV head h, row
+ * (t, i) being query head h·G + i of token t. */
 static void att_item(const struct att_args *a, int avx2, int s, int t0, int t1, int h,
                      float *scratch)
 {
@@ -194,18 +298,22 @@ static void att_item(const struct att_args *a, int avx2, int s, int t0, int t1, 
     size_t k_off = be_kv_offset(g, a->layer, 0, h), v_off = be_kv_offset(g, a->layer, 1, h);
     for (int blk = 0; blk <= last; blk++) {
         const float *base = a->pool + (size_t)table[blk] * a->block_elems;
-        for (int i = 0; i < n_rows; i++) {
-            int nv = bt->pos[t0 + i / G] - blk * bs + 1;
+        if (blk < last)
+            att_prefetch(a->pool + (size_t)table[blk + 1] * a->block_elems, g, a->layer, h);
+        for (int t = t0; t < t1; t++) {
+            int nv = bt->pos[t] - blk * bs + 1;
             if (nv <= 0)
-                continue; /* this row's keys ended in an earlier block */
+                continue; /* this token's keys ended in an earlier block */
             nv = nv < bs ? nv : bs;
+            struct att_row *tr = rows + (t - t0) * G;
 #if CPU_HAVE_X86
             if (avx2) {
-                att_block_avx2(a, &rows[i], base + k_off, base + v_off, nv, sc);
+                att_token_avx2(tr, G, base + k_off, base + v_off, nv, hd, sc, a->block_pad);
                 continue;
             }
 #endif
-            att_block_c(a, &rows[i], base + k_off, base + v_off, nv, sc);
+            for (int i = 0; i < G; i++)
+                att_block_c(a, &tr[i], base + k_off, base + v_off, nv, sc);
         }
     }
     for (int i = 0; i < n_rows; i++) {
@@ -269,7 +377,7 @@ int cpu_attention(struct be *b, const struct be_buf *q, const struct be_buf *kv,
                          scale,       be_kv_block_elems(g)};
     double work;
     int n_tiles = att_tiles(c, ATT_ROWS / group, &work);
-    int nt = n_tiles < 0 ? 1 : cpu_threads_for(c, work * g->head_dim * 2);
+    int nt = n_tiles < 0 ? 1 : cpu_threads_for(c, work * n_heads * g->head_dim * 2);
     size_t per = (att_scratch_floats(g->head_dim, a.block_pad) + 15) / 16 * 16;
     float *scratch = n_tiles < 0 ? NULL
                                  : cpu_grow(c->att_scratch, &c->att_scratch_floats,
@@ -279,12 +387,12 @@ int cpu_attention(struct be *b, const struct be_buf *q, const struct be_buf *kv,
     c->att_scratch = scratch;
     /* The AVX2 kernel loads head_dim in whole vectors. */
     int avx2 = c->avx2 && g->head_dim % 8 == 0;
-    int n_items = n_tiles * g->n_kv_heads;
+    int n_kv = g->n_kv_heads, n_items = n_tiles * n_kv;
     const int32_t *tiles = c->att_tiles;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int it = 0; it < n_items; it++) {
-        const int32_t *tile = tiles + 3 * (it / g->n_kv_heads);
-        att_item(&a, avx2, tile[0], tile[1], tile[2], it % g->n_kv_heads,
+        const int32_t *tile = tiles + 3 * (it / n_kv);
+        att_item(&a, avx2, tile[0], tile[1], tile[2], it % n_kv,
                  scratch + per * (size_t)omp_get_thread_num());
     }
     return 0;

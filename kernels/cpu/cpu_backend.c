@@ -8,13 +8,23 @@
  * against block tables, blocks inside the pool) run at each kv_write and
  * attention, which cost is a pass over the batch's tokens.
  *
- * Threads: all parallel work uses one OpenMP team of b->n_threads.  OpenBLAS
- * is not used (see cpu_matmul.c), so no second pool competes for the cores.
+ * Threads: all parallel work uses one OpenMP team of b->n_threads (default:
+ * the online cores); calls too small to pay for waking it stay on the
+ * calling thread.  OpenBLAS is not used (see cpu_matmul.c), so no second
+ * pool competes for the cores.  libgomp's idle workers spin for a while by
+ * default, which is best on a machine of our own but ruinous on a shared or
+ * oversubscribed one: a spinning worker holds the core that a preempted
+ * team-mate needs, and every op ends in a barrier.  Measured on a loaded
+ * 2-core box, a 32-sequence decode step took 2.7 s with the default and
+ * 0.26-0.33 s with OMP_WAIT_POLICY=passive (1 thread: 0.30 s).  libgomp
+ * reads the policy when it is loaded, before any of our code runs, so it
+ * has to come from the environment (the service unit, the scripts).
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "kernels/cpu/cpu_internal.h"
@@ -45,9 +55,10 @@ int cpu_need_batch(struct be_cpu *c)
 
 int cpu_threads_for(const struct be_cpu *c, double work)
 {
-    /* Waking the team and joining it costs a few microseconds: about what
-     * 32k simple element operations take on one core. */
-    return work < 32768.0 ? 1 : c->base.n_threads;
+    /* Waking the team and joining it costs a few microseconds on an idle
+     * machine and tens when the workers sleep (OMP_WAIT_POLICY=passive):
+     * about what 64k simple element operations take on one core. */
+    return work < 65536.0 ? 1 : c->base.n_threads;
 }
 
 void *cpu_grow(void *old, size_t *cap, size_t n, size_t sz)
@@ -67,17 +78,26 @@ void *cpu_grow(void *old, size_t *cap, size_t n, size_t sz)
 
 /* ------------------------------------------------------------- memory -- */
 
+/* Large buffers (weights, the KV pool) are aligned to 2 MiB and asked to be
+ * backed by huge pages: attention reads the pool in 4 KiB pieces scattered
+ * over hundreds of MiB, and with 4 KiB pages nearly every piece costs a TLB
+ * miss and a restart of the hardware prefetcher. */
+#define CPU_HUGE ((size_t)2 << 20)
+
 static struct be_buf *cpu_alloc(struct be *b, size_t bytes)
 {
     struct be_cpu *c = cpu_of(b);
     struct be_buf *buf = calloc(1, sizeof(*buf));
-    size_t rounded = (bytes + 63) / 64 * 64;
-    if (!buf || rounded < bytes || !(buf->data = aligned_alloc(64, rounded ? rounded : 64))) {
+    size_t align = bytes >= CPU_HUGE ? CPU_HUGE : 64;
+    size_t rounded = bytes ? (bytes + align - 1) / align * align : 64;
+    if (!buf || rounded < bytes || !(buf->data = aligned_alloc(align, rounded))) {
         free(buf);
         cpu_fail(c, "cpu: out of memory allocating %zu bytes", bytes);
         return NULL;
     }
-    memset(buf->data, 0, rounded ? rounded : 64);
+    if (align == CPU_HUGE)
+        madvise(buf->data, rounded, MADV_HUGEPAGE); /* a hint: failure is harmless */
+    memset(buf->data, 0, rounded);
     buf->bytes = bytes;
     buf->id = ++c->next_id;
     return buf;
@@ -89,6 +109,7 @@ static void cpu_free(struct be *b, struct be_buf *buf)
     if (!buf)
         return;
     free(buf->data);
+    free(buf->plain);
     free(buf);
 }
 

@@ -60,10 +60,14 @@ int cpu_rmsnorm(struct be *b, const struct be_buf *x, const struct be_buf *w, st
     if (w && w->is_weight) {
         if (w->cols != (size_t)n)
             return cpu_fail(c, "cpu: rmsnorm: weight has %zu columns, not %d", w->cols, n);
-        if (!(wrow = malloc(sizeof(float) * n)))
-            return cpu_fail(c, "cpu: rmsnorm: out of memory");
-        cpu_weight_row(w, 0, wrow);
-        wv = wrow;
+        if (w->plain) {
+            wv = w->plain;
+        } else {
+            if (!(wrow = malloc(sizeof(float) * n)))
+                return cpu_fail(c, "cpu: rmsnorm: out of memory");
+            cpu_weight_row(w, 0, wrow);
+            wv = wrow;
+        }
     } else {
         if (cpu_need(c, w, (size_t)n, "rmsnorm w"))
             return -1;

@@ -37,6 +37,7 @@ struct be_buf {
     uint64_t id;       /* unique per content version: changes on every upload */
     int is_weight;     /* data is in the packed panel format */
     size_t rows, cols; /* a weight's logical shape */
+    float *plain;      /* weights of fewer than CPU_NR rows (norms): also row-major */
 };
 
 /* The current batch, copied out of the caller's arrays. */
