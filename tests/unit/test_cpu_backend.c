@@ -488,15 +488,20 @@ END_TEST
 /* ------------------------------------------------- KV pool and attention -- */
 
 #define A_LAYERS 2
-#define A_KV     3
-#define A_HEADS  9
-#define A_HD     64
-#define A_BS     16
 #define A_BLOCKS 24
 #define A_LAYER  1
 
+/* Heads and sizes of an attention test. */
+struct att_shape {
+    int n_heads, n_kv, hd, bs;
+};
+
+/* The model's shape: GQA 9/3, head_dim 64, blocks of 16. */
+static const struct att_shape SMOL = {9, 3, 64, 16};
+
 /* A pool of random contents, its host mirror and a shuffled block order. */
 struct att_env {
+    struct att_shape sh;
     struct be *b;
     struct be_kv_geom g;
     struct be_buf *pool;
@@ -505,10 +510,11 @@ struct att_env {
     int32_t perm[A_BLOCKS];
 };
 
-static void env_init(struct att_env *e, int threads, int avx2)
+static void env_init(struct att_env *e, struct att_shape sh, int threads, int avx2)
 {
+    e->sh = sh;
     e->b = be_new(threads, avx2);
-    struct be_kv_geom g = {A_LAYERS, A_KV, A_HD, A_BS};
+    struct be_kv_geom g = {A_LAYERS, sh.n_kv, sh.hd, sh.bs};
     e->g = g;
     e->elems = be_kv_block_elems(&g) * A_BLOCKS;
     e->host = rand_floats(e->elems);
@@ -532,34 +538,42 @@ static void env_free(struct att_env *e)
 
 /* Where head h's K (kv 0) or V (kv 1) of `slot` lives, by the layout
  * [block][layer][K|V][kv_head][slot][head_dim], computed here from scratch. */
-static size_t kv_at(int slot, int layer, int kv, int h)
+static size_t kv_at(const struct att_env *e, int slot, int layer, int kv, int h)
 {
-    size_t block = (size_t)A_LAYERS * 2 * A_KV * A_BS * A_HD;
-    return (size_t)(slot / A_BS) * block + (((size_t)layer * 2 + kv) * A_KV + h) * A_BS * A_HD +
-           (size_t)(slot % A_BS) * A_HD;
+    size_t bs = e->sh.bs, hd = e->sh.hd, nkv = e->sh.n_kv;
+    size_t block = (size_t)A_LAYERS * 2 * nkv * bs * hd;
+    return (size_t)slot / bs * block + (((size_t)layer * 2 + kv) * nkv + h) * bs * hd +
+           (size_t)slot % bs * hd;
 }
 
-/* The mixed batch: a 37-token chunk at positions 20..56, decodes at 0 and 70. */
+/* The mixed batch: a 37-token chunk at positions 20..56 (earlier positions
+ * already in the pool), decodes at 0 and 70; tables from the shuffled
+ * order. */
 static void mixed_batch(const struct att_env *e, struct tb *t)
 {
+    static const int first[3] = {20, 0, 70}, count[3] = {37, 1, 1};
+    int used = 0;
     tb_init(t);
-    tb_seq(t, e->perm, 4, 20, 37, A_BS);
-    tb_seq(t, e->perm + 4, 1, 0, 1, A_BS);
-    tb_seq(t, e->perm + 5, 5, 70, 1, A_BS);
+    for (int s = 0; s < 3; s++) {
+        int nb = (first[s] + count[s] - 1) / e->sh.bs + 1;
+        tb_seq(t, e->perm + used, nb, first[s], count[s], e->sh.bs);
+        used += nb;
+    }
 }
 
 /* Writes random k, v of the batch through kv_write and into the mirror. */
 static void env_write(struct att_env *e, const struct tb *t)
 {
-    size_t n = (size_t)t->n_tokens * A_KV * A_HD;
+    int nkv = e->sh.n_kv, hd = e->sh.hd;
+    size_t n = (size_t)t->n_tokens * nkv * hd;
     float *k = rand_floats(n), *v = rand_floats(n);
     struct be_buf *kb = buf_of(e->b, k, n), *vb = buf_of(e->b, v, n);
     ck_assert_int_eq(e->b->ops->kv_write(e->b, e->pool, &e->g, A_LAYER, kb, vb), 0);
     for (int i = 0; i < t->n_tokens; i++)
-        for (int h = 0; h < A_KV; h++) {
-            size_t src = ((size_t)i * A_KV + h) * A_HD;
-            memcpy(e->host + kv_at(t->slot[i], A_LAYER, 0, h), k + src, sizeof(float) * A_HD);
-            memcpy(e->host + kv_at(t->slot[i], A_LAYER, 1, h), v + src, sizeof(float) * A_HD);
+        for (int h = 0; h < nkv; h++) {
+            size_t src = ((size_t)i * nkv + h) * hd;
+            memcpy(e->host + kv_at(e, t->slot[i], A_LAYER, 0, h), k + src, sizeof(float) * hd);
+            memcpy(e->host + kv_at(e, t->slot[i], A_LAYER, 1, h), v + src, sizeof(float) * hd);
         }
     free(k), free(v);
     e->b->ops->free(e->b, kb), e->b->ops->free(e->b, vb);
@@ -568,33 +582,34 @@ static void env_write(struct att_env *e, const struct tb *t)
 /* Naive causal attention in double over the mirror. */
 static double *att_ref(const struct att_env *e, const struct tb *t, const float *q, float scale)
 {
-    double *out = calloc((size_t)t->n_tokens * A_HEADS * A_HD, sizeof(double));
+    int nh = e->sh.n_heads, hd = e->sh.hd, bs = e->sh.bs;
+    double *out = calloc((size_t)t->n_tokens * nh * hd, sizeof(double));
     double sc[1024];
     for (int s = 0; s < t->n_seqs; s++)
         for (int i = t->q_off[s]; i < t->q_off[s + 1]; i++)
-            for (int hq = 0; hq < A_HEADS; hq++) {
-                const float *qr = q + ((size_t)i * A_HEADS + hq) * A_HD;
-                int p = t->pos[i], hk = hq / (A_HEADS / A_KV);
+            for (int hq = 0; hq < nh; hq++) {
+                const float *qr = q + ((size_t)i * nh + hq) * hd;
+                int p = t->pos[i], hk = hq / (nh / e->sh.n_kv);
                 double mx = -INFINITY, sum = 0;
                 for (int j = 0; j <= p; j++) {
-                    int slot = t->tables[t->bt_off[s] + j / A_BS] * A_BS + j % A_BS;
-                    const float *kr = e->host + kv_at(slot, A_LAYER, 0, hk);
+                    int slot = t->tables[t->bt_off[s] + j / bs] * bs + j % bs;
+                    const float *kr = e->host + kv_at(e, slot, A_LAYER, 0, hk);
                     double d = 0;
-                    for (int x = 0; x < A_HD; x++)
+                    for (int x = 0; x < hd; x++)
                         d += (double)qr[x] * kr[x];
                     sc[j] = d * scale;
                     mx = fmax(mx, sc[j]);
                 }
-                double *o = out + ((size_t)i * A_HEADS + hq) * A_HD;
+                double *o = out + ((size_t)i * nh + hq) * hd;
                 for (int j = 0; j <= p; j++) {
-                    int slot = t->tables[t->bt_off[s] + j / A_BS] * A_BS + j % A_BS;
-                    const float *vr = e->host + kv_at(slot, A_LAYER, 1, hk);
+                    int slot = t->tables[t->bt_off[s] + j / bs] * bs + j % bs;
+                    const float *vr = e->host + kv_at(e, slot, A_LAYER, 1, hk);
                     double w = exp(sc[j] - mx);
                     sum += w;
-                    for (int x = 0; x < A_HD; x++)
+                    for (int x = 0; x < hd; x++)
                         o[x] += w * vr[x];
                 }
-                for (int x = 0; x < A_HD; x++)
+                for (int x = 0; x < hd; x++)
                     o[x] /= sum;
             }
     return out;
@@ -603,12 +618,12 @@ static double *att_ref(const struct att_env *e, const struct tb *t, const float 
 /* Runs attention of q (host) over the pool for batch t; returns the output. */
 static float *att_run(struct att_env *e, const struct tb *t, const float *q, float scale)
 {
-    size_t n = (size_t)t->n_tokens * A_HEADS * A_HD;
+    size_t n = (size_t)t->n_tokens * e->sh.n_heads * e->sh.hd;
     struct be *b = e->b;
     ck_assert_int_eq(tb_set(b, t), 0);
     struct be_buf *qb = buf_of(b, q, n), *ob = buf_nan(b, n);
-    ck_assert_msg(b->ops->attention(b, qb, e->pool, &e->g, A_LAYER, A_HEADS, scale, ob) == 0, "%s",
-                  be_error(b));
+    ck_assert_msg(b->ops->attention(b, qb, e->pool, &e->g, A_LAYER, e->sh.n_heads, scale, ob) == 0,
+                  "%s", be_error(b));
     float *out = fetch(b, ob, n);
     b->ops->free(b, qb), b->ops->free(b, ob);
     return out;
@@ -618,7 +633,7 @@ START_TEST(kv_write_places_rows_block_major_at_slots)
 {
     rng_seed(9);
     struct att_env e;
-    env_init(&e, 2, 1);
+    env_init(&e, SMOL, 2, 1);
     struct tb t;
     mixed_batch(&e, &t);
     ck_assert_int_eq(tb_set(e.b, &t), 0);
@@ -630,28 +645,37 @@ START_TEST(kv_write_places_rows_block_major_at_slots)
 }
 END_TEST
 
+/* The mixed batch against the reference, in both kernels, on 1 and 2
+ * threads, for the model's shape and for shapes that reach the kernels'
+ * remainders: groups of 4 and 1, head_dim 40 (not whole 32-lane chunks) and
+ * 20 (not whole vectors), blocks of 12 (not whole vectors). */
 START_TEST(attention_over_mixed_paged_batch_matches_reference)
 {
+    static const struct att_shape shapes[] = {{9, 3, 64, 16}, {8, 2, 40, 12}, {4, 4, 20, 16}};
     float scale = 0.125f;
-    for (int avx2 = 0; avx2 <= 1; avx2++)
-        for (int threads = 1; threads <= 2; threads++) {
-            rng_seed(10);
-            struct att_env e;
-            env_init(&e, threads, avx2);
-            struct tb t;
-            mixed_batch(&e, &t);
-            ck_assert_int_eq(tb_set(e.b, &t), 0);
-            env_write(&e, &t);
-            size_t n = (size_t)t.n_tokens * A_HEADS * A_HD;
-            float *q = rand_floats(n);
-            for (size_t i = 0; i < n; i++)
-                q[i] *= 3.0f; /* peaky softmax: the max subtraction matters */
-            float *got = att_run(&e, &t, q, scale);
-            double *want = att_ref(&e, &t, q, scale);
-            ck_close(got, want, NULL, n, 1e-5, avx2 ? "attention avx2" : "attention");
-            free(q), free(got), free(want);
-            env_free(&e);
-        }
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+        for (int avx2 = 0; avx2 <= 1; avx2++)
+            for (int threads = 1; threads <= 2; threads++) {
+                rng_seed(10);
+                struct att_env e;
+                env_init(&e, shapes[si], threads, avx2);
+                struct tb t;
+                mixed_batch(&e, &t);
+                ck_assert_int_eq(tb_set(e.b, &t), 0);
+                env_write(&e, &t);
+                size_t n = (size_t)t.n_tokens * e.sh.n_heads * e.sh.hd;
+                float *q = rand_floats(n);
+                for (size_t i = 0; i < n; i++)
+                    q[i] *= 3.0f; /* peaky softmax: the max subtraction matters */
+                float *got = att_run(&e, &t, q, scale);
+                double *want = att_ref(&e, &t, q, scale);
+                char what[64];
+                snprintf(what, sizeof(what), "attention shape %zu avx2 %d threads %d", si, avx2,
+                         threads);
+                ck_close(got, want, NULL, n, 1e-5, what);
+                free(q), free(got), free(want);
+                env_free(&e);
+            }
 }
 END_TEST
 
@@ -663,23 +687,25 @@ START_TEST(attention_row_is_bit_identical_in_any_batch)
     for (int avx2 = 0; avx2 <= 1; avx2++) {
         rng_seed(11);
         struct att_env e;
-        env_init(&e, 2, avx2);
+        env_init(&e, SMOL, 2, avx2);
         struct tb t;
         mixed_batch(&e, &t);
         ck_assert_int_eq(tb_set(e.b, &t), 0);
         env_write(&e, &t);
-        size_t row = (size_t)A_HEADS * A_HD, n = t.n_tokens * row;
+        size_t row = (size_t)SMOL.n_heads * SMOL.hd, n = t.n_tokens * row;
         float *q = rand_floats(n), *mixed = att_run(&e, &t, q, scale);
 
-        /* Alone: the decode at 70 (row 38) and the chunk's token at 40 (row 20). */
+        /* Alone: the chunk's token at position 40 (row 20), the decodes at 0
+         * (row 37) and 70 (row 38), each with its sequence's table. */
         const struct {
-            const int32_t *blocks;
-            int nb, pos, row;
-        } alone[] = {{e.perm + 5, 5, 70, 38}, {e.perm, 4, 40, 20}, {e.perm + 4, 1, 0, 37}};
+            int seq, row;
+        } alone[] = {{0, 20}, {1, 37}, {2, 38}};
         for (int i = 0; i < 3; i++) {
+            int s = alone[i].seq;
             struct tb one;
             tb_init(&one);
-            tb_seq(&one, alone[i].blocks, alone[i].nb, alone[i].pos, 1, A_BS);
+            tb_seq(&one, t.tables + t.bt_off[s], t.bt_off[s + 1] - t.bt_off[s], t.pos[alone[i].row],
+                   1, SMOL.bs);
             float *got = att_run(&e, &one, q + alone[i].row * row, scale);
             ck_assert_mem_eq(got, mixed + alone[i].row * row, sizeof(float) * row);
             free(got);
@@ -690,7 +716,7 @@ START_TEST(attention_row_is_bit_identical_in_any_batch)
         float *qbig = rand_floats((size_t)(t.n_tokens + 20) * row);
         memcpy(qbig, q, sizeof(float) * n);
         for (int i = 0; i < 20; i++)
-            tb_seq(&big, e.perm + 5, 5, 3 * i + 10, 1, A_BS);
+            tb_seq(&big, t.tables + t.bt_off[2], t.bt_off[3] - t.bt_off[2], 3 * i + 10, 1, SMOL.bs);
         float *got = att_run(&e, &big, qbig, scale);
         ck_assert_mem_eq(got, mixed, sizeof(float) * n);
         free(q), free(qbig), free(mixed), free(got);
@@ -705,7 +731,7 @@ START_TEST(batch_rejects_inconsistent_metadata)
 {
     struct att_env e;
     rng_seed(12);
-    env_init(&e, 1, 1);
+    env_init(&e, SMOL, 1, 1);
     struct be *b = e.b;
     struct tb good, t;
     mixed_batch(&e, &good);
@@ -732,29 +758,29 @@ START_TEST(batch_rejects_inconsistent_metadata)
     ck_assert_int_eq(tb_set(b, &t), -1);
 
     /* After a refused batch nothing runs on the old one. */
-    size_t n = (size_t)good.n_tokens * A_KV * A_HD;
+    size_t n = (size_t)good.n_tokens * SMOL.n_kv * SMOL.hd;
     struct be_buf *k = buf_nan(b, n), *v = buf_nan(b, n);
     ck_assert_int_eq(b->ops->kv_write(b, e.pool, &e.g, 0, k, v), -1);
 
     /* What needs the geometry is refused by kv_write and attention. */
-    struct be_buf *q = buf_nan(b, (size_t)good.n_tokens * A_HEADS * A_HD);
-    struct be_buf *o = buf_nan(b, (size_t)good.n_tokens * A_HEADS * A_HD);
+    struct be_buf *q = buf_nan(b, (size_t)good.n_tokens * SMOL.n_heads * SMOL.hd);
+    struct be_buf *o = buf_nan(b, (size_t)good.n_tokens * SMOL.n_heads * SMOL.hd);
     struct tb bad[4];
-    bad[0] = good, bad[0].slot[3]++;                         /* slot off its table */
-    bad[1] = good, bad[1].bt_off[3]--;                       /* position 70 has no block */
-    bad[2] = good, bad[2].tables[5] = A_BLOCKS;              /* block outside the pool */
-    bad[3] = good, bad[3].tables[bad[3].bt_off[2] + 4] ^= 1; /* decode's block moved */
+    bad[0] = good, bad[0].slot[3]++;                                  /* slot off its table */
+    bad[1] = good, bad[1].bt_off[3]--;                                /* position 70 has no block */
+    bad[2] = good, bad[2].tables[good.bt_off[2]] = A_BLOCKS;          /* outside the pool */
+    bad[3] = good, bad[3].tables[good.bt_off[2] + 70 / SMOL.bs] ^= 1; /* decode's block moved */
     for (int i = 0; i < 4; i++) {
         ck_assert_int_eq(tb_set(b, &bad[i]), 0);
         ck_assert_msg(b->ops->kv_write(b, e.pool, &e.g, 0, k, v) == -1, "case %d", i);
-        ck_assert_msg(b->ops->attention(b, q, e.pool, &e.g, 0, A_HEADS, 1.0f, o) == -1, "case %d",
-                      i);
+        ck_assert_msg(b->ops->attention(b, q, e.pool, &e.g, 0, SMOL.n_heads, 1.0f, o) == -1,
+                      "case %d", i);
     }
     ck_assert_int_eq(tb_set(b, &good), 0);
     ck_assert_int_eq(b->ops->kv_write(b, e.pool, &e.g, A_LAYERS, k, v), -1);
     ck_assert_int_eq(b->ops->attention(b, q, e.pool, &e.g, 0, 8, 1.0f, o), -1);
     ck_assert_int_eq(b->ops->kv_write(b, e.pool, &e.g, 0, k, v), 0);
-    ck_assert_int_eq(b->ops->attention(b, q, e.pool, &e.g, 0, A_HEADS, 1.0f, o), 0);
+    ck_assert_int_eq(b->ops->attention(b, q, e.pool, &e.g, 0, SMOL.n_heads, 1.0f, o), 0);
     b->ops->free(b, k), b->ops->free(b, v), b->ops->free(b, q), b->ops->free(b, o);
     env_free(&e);
 }
@@ -764,7 +790,7 @@ START_TEST(batch_copies_the_callers_arrays)
 {
     rng_seed(13);
     struct att_env e;
-    env_init(&e, 1, 1);
+    env_init(&e, SMOL, 1, 1);
     struct tb t, saved;
     mixed_batch(&e, &t);
     saved = t;
@@ -782,7 +808,7 @@ START_TEST(copy_blocks_copies_whole_blocks_and_checks_ids)
 {
     rng_seed(14);
     struct att_env e;
-    env_init(&e, 1, 1);
+    env_init(&e, SMOL, 1, 1);
     struct be *b = e.b;
     size_t be = be_kv_block_elems(&e.g);
     int32_t src[3] = {3, 5, 2}, dst[3] = {7, 1, 2};
