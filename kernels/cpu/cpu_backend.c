@@ -129,6 +129,8 @@ static int cpu_upload(struct be *b, struct be_buf *dst, size_t off, const void *
     struct be_cpu *c = cpu_of(b);
     if (cpu_range_ok(c, dst, off, n, "upload"))
         return -1;
+    if (dst->is_weight) /* its bytes are in our packed format, not the caller's */
+        return cpu_fail(c, "cpu: upload: the buffer is a weight; make a new one with weight()");
     if (n)
         memcpy((char *)dst->data + off, src, n);
     dst->id = ++c->next_id;

@@ -39,10 +39,17 @@ int cpu_embed(struct be *b, const struct be_buf *table, struct be_buf *out, int 
  * sums added in a fixed order. */
 static float rms_inv(const float *x, int n, float eps)
 {
-    double s[4] = {0, 0, 0, 0};
-    for (int i = 0; i < n; i++)
-        s[i & 3] += (double)x[i] * x[i];
-    double mean = ((s[0] + s[1]) + (s[2] + s[3])) / n;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += (double)x[i] * x[i];
+        s1 += (double)x[i + 1] * x[i + 1];
+        s2 += (double)x[i + 2] * x[i + 2];
+        s3 += (double)x[i + 3] * x[i + 3];
+    }
+    for (; i < n; i++)
+        s0 += (double)x[i] * x[i];
+    double mean = ((s0 + s1) + (s2 + s3)) / n;
     return (float)(1.0 / sqrt(mean + eps));
 }
 

@@ -175,6 +175,10 @@ START_TEST(alloc_is_zeroed_and_transfers_are_bounds_checked)
     ck_assert_int_eq(b->ops->upload(b, buf, SIZE_MAX, src, 2), -1);
     ck_assert_int_eq(b->ops->download(b, got, buf, 0, 101), -1);
     ck_assert_int_eq(b->ops->download(b, got, buf, 101, 0), -1);
+    float w[4] = {1, 2, 3, 4};
+    struct be_buf *wb = b->ops->weight(b, w, 2, 2);
+    ck_assert_int_eq(b->ops->upload(b, wb, 0, w, sizeof(w)), -1); /* packed: not the caller's */
+    b->ops->free(b, wb);
     b->ops->free(b, buf);
     b->ops->free(b, NULL);
     be_destroy(b);
