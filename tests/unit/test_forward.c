@@ -237,7 +237,8 @@ Suite *test_suite(void)
 {
     Suite *s = suite_create("forward");
     TCase *tc = tcase_create("reference");
-    tcase_add_unchecked_fixture(tc, setup, teardown);
+    /* Checked: loaded in each test's own process, since OpenMP does not survive fork. */
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 1800);
     tcase_add_test(tc, greedy_tokens_equal_reference);
     tcase_add_test(tc, first_logits_close_to_reference);
