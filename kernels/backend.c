@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define LLMD_GOMP_SPINCOUNT "10000"
 
 size_t be_kv_block_elems(const struct be_kv_geom *g)
 {
@@ -57,6 +60,17 @@ struct be *be_create(const char *name, const struct be_opts *opts, char *err, si
         return be_cuda_open(opts, err, errlen);
     snprintf(err, errlen, "unknown backend '%s' (expected cpu or cuda)", name);
     return NULL;
+}
+
+void be_process_init(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || !argv || !argv[0])
+        return;
+    /* About a tenth of a millisecond of spinning: long enough to bridge the
+     * gap between two operations of one forward pass, short enough that a
+     * worker left idle gives its core back (see kernels/cpu/cpu_backend.c). */
+    setenv("GOMP_SPINCOUNT", LLMD_GOMP_SPINCOUNT, 1);
+    execv("/proc/self/exe", argv);
 }
 
 void be_destroy(struct be *b)

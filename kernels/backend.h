@@ -133,6 +133,13 @@ struct be *be_create(const char *name, const struct be_opts *opts, char *err, si
 void be_destroy(struct be *b);
 const char *be_error(const struct be *b);
 
+/* Call first in main(): when the environment does not already say how the
+ * CPU backend's OpenMP workers wait, re-executes the program once with
+ * GOMP_SPINCOUNT bounded, so that idle workers yield their core soon instead
+ * of spinning (the runtime reads this only when it loads).  Returns only if
+ * nothing needed doing or the re-exec failed. */
+void be_process_init(char **argv);
+
 /* The CPU backend, always built. */
 struct be *be_cpu_create(const struct be_opts *opts, char *err, size_t errlen);
 

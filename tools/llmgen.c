@@ -200,7 +200,12 @@ static int prompt_ids(const struct model *m, const struct gen_args *a, const cha
         fprintf(stderr, "llmgen: %s\n", err);
         return -1;
     }
-    int n = tok_encode(tk, rendered, strlen(rendered), TOK_ADD_BOS | TOK_PARSE_SPECIAL, ids);
+    /* Templates that write the BOS text themselves (Llama) get no second one. */
+    int32_t bos = tok_bos(tk);
+    unsigned flags = TOK_PARSE_SPECIAL;
+    if (bos < 0 || strncmp(rendered, tok_text(tk, bos), strlen(tok_text(tk, bos))) != 0)
+        flags |= TOK_ADD_BOS;
+    int n = tok_encode(tk, rendered, strlen(rendered), flags, ids);
     free(rendered);
     return n;
 }
@@ -251,7 +256,9 @@ static void print_result(const struct model *m, const struct gen_args *a, const 
                                         text ? text : "", "n_prompt", n_prompt, "n_gen", o->n,
                                         "finish_reason", o->eog ? "stop" : "length", "ids", ids));
     } else {
-        printf("%s%s\n", a->batch_file ? "" : prompt, text ? text : "");
+        if (!a->batch_file)
+            printf("%s%s", prompt, a->chat ? "\n" : "");
+        printf("%s\n", text ? text : "");
         if (a->ids) {
             for (int i = 0; i < o->n; i++)
                 printf("%s%d", i ? " " : "ids: ", o->ids[i]);
@@ -437,6 +444,7 @@ static int cmd_bench(struct model *m, const struct gen_args *a)
 
 int main(int argc, char **argv)
 {
+    be_process_init(argv);
     struct gen_args a = {0};
     if (parse_args(argc, argv, &a))
         return 2;

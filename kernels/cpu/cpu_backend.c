@@ -18,7 +18,8 @@
  * 2-core box, a 32-sequence decode step took 2.7 s with the default and
  * 0.26-0.33 s with OMP_WAIT_POLICY=passive (1 thread: 0.30 s).  libgomp
  * reads the policy when it is loaded, before any of our code runs, so it
- * has to come from the environment (the service unit, the scripts).
+ * has to come from the environment: be_process_init() (kernels/backend.c)
+ * re-executes a program once with a bounded spin when nothing is set.
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -4,12 +4,16 @@
  * its own binary, so suites build and fail independently.
  */
 #include <check.h>
+
+#include "kernels/backend.h"
 #include <stdlib.h>
 
 Suite *test_suite(void);
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    be_process_init(argv);
     SRunner *sr = srunner_create(test_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
