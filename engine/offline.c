@@ -266,7 +266,8 @@ int eng_generate(struct model *m, const struct eng_gen_opts *opts, const struct 
     struct be *be = model_backend(m);
     struct be_kv_geom g = model_kv_geom(m, o.block_size);
     struct gseq *seqs = calloc((size_t)(n > 0 ? n : 1), sizeof(*seqs));
-    struct kv_pool *pool = kv_pool_new(o.n_blocks, o.block_size);
+    struct kv_pool_opts po = {.n_blocks = o.n_blocks, .block_size = o.block_size};
+    struct kv_pool *pool = kv_pool_new(&po);
     struct be_buf *kv = be->ops->alloc(be, sizeof(float) * be_kv_block_elems(&g) * o.n_blocks);
     struct gbatch b = {0};
     int rc = -1;

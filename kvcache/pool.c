@@ -18,8 +18,9 @@ struct kv_pool {
     int32_t *refs;       /* [n_blocks] */
 };
 
-struct kv_pool *kv_pool_new(int n_blocks, int block_size)
+struct kv_pool *kv_pool_new(const struct kv_pool_opts *o)
 {
+    int n_blocks = o->n_blocks, block_size = o->block_size;
     if (n_blocks <= 0 || block_size <= 0)
         return NULL;
     struct kv_pool *p = calloc(1, sizeof(*p));

@@ -8,7 +8,7 @@
 
 START_TEST(fresh_pool_hands_out_every_block_once)
 {
-    struct kv_pool *p = kv_pool_new(8, 16);
+    struct kv_pool *p = kv_pool_new(&(struct kv_pool_opts){.n_blocks = 8, .block_size = 16});
     ck_assert_ptr_nonnull(p);
     int seen[8] = {0};
     for (int i = 0; i < 8; i++) {
@@ -26,7 +26,7 @@ END_TEST
 
 START_TEST(block_is_free_only_when_last_reference_drops)
 {
-    struct kv_pool *p = kv_pool_new(2, 16);
+    struct kv_pool *p = kv_pool_new(&(struct kv_pool_opts){.n_blocks = 2, .block_size = 16});
     int32_t b = kv_block_alloc(p);
     kv_block_ref(p, b);
     ck_assert_int_eq(kv_block_refs(p, b), 2);
@@ -41,7 +41,7 @@ END_TEST
 
 START_TEST(table_grows_by_whole_blocks_and_maps_slots)
 {
-    struct kv_pool *p = kv_pool_new(10, 4);
+    struct kv_pool *p = kv_pool_new(&(struct kv_pool_opts){.n_blocks = 10, .block_size = 4});
     struct kv_table t = {0};
     ck_assert_int_eq(kv_table_reserve(p, &t, 1), 0);
     ck_assert_int_eq(t.n_blocks, 1);
@@ -61,7 +61,7 @@ END_TEST
 
 START_TEST(reserve_that_does_not_fit_takes_nothing)
 {
-    struct kv_pool *p = kv_pool_new(3, 4);
+    struct kv_pool *p = kv_pool_new(&(struct kv_pool_opts){.n_blocks = 3, .block_size = 4});
     struct kv_table a = {0}, b = {0};
     ck_assert_int_eq(kv_table_reserve(p, &a, 8), 0);
     ck_assert_int_eq(kv_table_reserve(p, &b, 9), -1);
@@ -77,8 +77,8 @@ END_TEST
 
 START_TEST(bad_sizes_are_refused)
 {
-    ck_assert_ptr_null(kv_pool_new(0, 16));
-    ck_assert_ptr_null(kv_pool_new(4, 0));
+    ck_assert_ptr_null(kv_pool_new(&(struct kv_pool_opts){.n_blocks = 0, .block_size = 16}));
+    ck_assert_ptr_null(kv_pool_new(&(struct kv_pool_opts){.n_blocks = 4, .block_size = 0}));
 }
 END_TEST
 
