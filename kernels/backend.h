@@ -112,6 +112,17 @@ struct be_ops {
     /* Copies whole blocks src[i] -> dst[i] inside the pool (copy-on-write). */
     int (*copy_blocks)(struct be *b, struct be_buf *kv, const struct be_kv_geom *g,
                        const int32_t *src, const int32_t *dst, int n);
+    /* Host memory for the swap pool (pinned on CUDA), zeroed, owned by the backend;
+     * released with free(). */
+    struct be_buf *(*alloc_host)(struct be *b, size_t bytes);
+    /* Copies n whole KV blocks between the device pool dev_kv and the host
+     * pool host_kv (both of geometry g): to_host = 1 copies dev[i] ->
+     * host[i], 0 copies host[i] -> dev[i].  One contiguous copy per block; on
+     * CUDA asynchronous on a copy stream, with later operations that touch
+     * those blocks ordered after it. */
+    int (*swap)(struct be *b, struct be_buf *dev_kv, struct be_buf *host_kv,
+                const struct be_kv_geom *g, const int32_t *dev, const int32_t *host, int n,
+                int to_host);
     /* Waits for every operation issued so far. */
     int (*sync)(struct be *b);
 };

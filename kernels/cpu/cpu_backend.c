@@ -318,6 +318,31 @@ static int cpu_copy_blocks(struct be *b, struct be_buf *kv, const struct be_kv_g
     return 0;
 }
 
+/* Device and host memory are both host memory here: a swap is one memcpy
+ * per block, like copy_blocks but between two pools. */
+static int cpu_swap(struct be *b, struct be_buf *dev_kv, struct be_buf *host_kv,
+                    const struct be_kv_geom *g, const int32_t *dev, const int32_t *host, int n,
+                    int to_host)
+{
+    struct be_cpu *c = cpu_of(b);
+    if (cpu_geom_check(c, g, 0))
+        return -1;
+    if (!dev_kv || !host_kv || n < 0 || (n && (!dev || !host)))
+        return cpu_fail(c, "cpu: swap: bad arguments");
+    size_t block = be_kv_block_elems(g) * sizeof(float);
+    int64_t n_dev = (int64_t)(dev_kv->bytes / block), n_host = (int64_t)(host_kv->bytes / block);
+    for (int i = 0; i < n; i++)
+        if (dev[i] < 0 || dev[i] >= n_dev || host[i] < 0 || host[i] >= n_host)
+            return cpu_fail(c, "cpu: swap: block %d <-> host block %d outside the pools", dev[i],
+                            host[i]);
+    char *d = dev_kv->data, *h = host_kv->data;
+    for (int i = 0; i < n; i++) {
+        char *dp = d + (size_t)dev[i] * block, *hp = h + (size_t)host[i] * block;
+        memcpy(to_host ? hp : dp, to_host ? dp : hp, block);
+    }
+    return 0;
+}
+
 static int cpu_sync(struct be *b)
 {
     (void)b;
@@ -355,6 +380,8 @@ static const struct be_ops cpu_ops = {
     .attention = cpu_attention,
     .gather_rows = cpu_gather_rows,
     .copy_blocks = cpu_copy_blocks,
+    .alloc_host = cpu_alloc,
+    .swap = cpu_swap,
     .sync = cpu_sync,
 };
 
