@@ -5,13 +5,15 @@
 # carries (a yardstick only: none of its code is part of llmd).
 #
 #   sh scripts/bench-cpu.sh [MODEL]      results in build/bench/
+#   LLAMA_CPP_BIN=DIR uses llama.cpp tools already built there.
 set -eu
 model=${1:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 out=build/bench
 src=build/llama.cpp-src
 threads=$(nproc)
 mkdir -p "$out"
-if [ ! -x "$src/build/bin/llama-batched-bench" ]; then
+bin=${LLAMA_CPP_BIN:-$src/build/bin}
+if [ ! -x "$bin/llama-batched-bench" ]; then
     tmp=$(mktemp -d)
     pip3 download --quiet --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==0.3.36"
     mkdir -p "$src"
@@ -22,7 +24,6 @@ if [ ! -x "$src/build/bin/llama-batched-bench" ]; then
         -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF >/dev/null
     cmake --build "$src/build" -j"$threads" --target llama-bench llama-batched-bench >/dev/null
 fi
-bin=$src/build/bin
 make --no-print-directory all >/dev/null
 echo "== llmgen --bench (threads $threads)"
 build/bin/llmgen -m "$model" --bench -n 128 -t "$threads" > "$out/llmgen.json"
