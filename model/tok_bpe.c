@@ -327,47 +327,10 @@ struct tok_bpe_pair {
     int32_t result;
 };
 
-static int tok_pair_less(const struct tok_bpe_pair *a, const struct tok_bpe_pair *b)
+static int tok_pair_less(const void *pa, const void *pb)
 {
+    const struct tok_bpe_pair *a = pa, *b = pb;
     return a->rank != b->rank ? a->rank < b->rank : a->left < b->left;
-}
-
-struct tok_heap {
-    struct tok_bpe_pair *v;
-    size_t n;
-};
-
-static void tok_heap_push(struct tok_heap *h, struct tok_bpe_pair p)
-{
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!tok_pair_less(&p, &h->v[parent]))
-            break;
-        h->v[i] = h->v[parent];
-        i = parent;
-    }
-    h->v[i] = p;
-}
-
-static struct tok_bpe_pair tok_heap_pop(struct tok_heap *h)
-{
-    struct tok_bpe_pair top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && tok_pair_less(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!tok_pair_less(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
 }
 
 static void tok_bpe_try(const struct tok *t, const struct tok_bpe_sym *sym, struct tok_heap *h,
@@ -380,7 +343,7 @@ static void tok_bpe_try(const struct tok *t, const struct tok_bpe_sym *sym, stru
         return;
     const struct tok_merge *m = tok_merge_find(t, a, b);
     if (m)
-        tok_heap_push(h, (struct tok_bpe_pair){m->rank, left, a, b, m->result});
+        tok_heap_push(h, &(struct tok_bpe_pair){m->rank, left, a, b, m->result});
 }
 
 /* Merges one word's symbols in place.  Each merge adds at most two pairs,
@@ -392,7 +355,8 @@ static void tok_bpe_merge(const struct tok *t, struct tok_bpe_sym *sym, int32_t 
     for (int32_t i = 0; i + 1 < n; i++)
         tok_bpe_try(t, sym, h, i);
     while (h->n) {
-        struct tok_bpe_pair p = tok_heap_pop(h);
+        struct tok_bpe_pair p;
+        tok_heap_pop(h, &p);
         struct tok_bpe_sym *l = &sym[p.left];
         if (l->id != p.left_id || l->next < 0 || sym[l->next].id != p.right_id)
             continue;
@@ -434,7 +398,7 @@ static int tok_bpe_word(const struct tok *t, struct tok_scratch *s, const char *
     for (size_t i = 0; i < n; i++)
         sym[i] = (struct tok_bpe_sym){t->byte_tok[(uint8_t)w[i]], (int32_t)i - 1,
                                       i + 1 < n ? (int32_t)i + 1 : -1};
-    struct tok_heap h = {s->heap, 0};
+    struct tok_heap h = {s->heap, 0, sizeof(struct tok_bpe_pair), tok_pair_less};
     tok_bpe_merge(t, sym, (int32_t)n, &h);
     for (int32_t i = 0; i >= 0; i = sym[i].next) {
         int32_t id = sym[i].id >= 0 ? sym[i].id : t->unk; /* a byte the vocab lacks */

@@ -117,6 +117,19 @@ struct tok_scratch {
     pcre2_match_data *md;
 };
 void tok_scratch_free(struct tok_scratch *s);
+
+/* A binary min-heap of fixed-size elements (candidate merges), ordered by
+ * less(); both merge loops use it with their own pair type.  v holds cap
+ * elements, reserved by the caller. */
+#define TOK_HEAP_MAX_ELEM 32
+struct tok_heap {
+    void *v;
+    size_t n, size;
+    int (*less)(const void *a, const void *b);
+};
+void tok_heap_push(struct tok_heap *h, const void *e);
+/* Removes the least element into out; the heap must not be empty. */
+void tok_heap_pop(struct tok_heap *h, void *out);
 int tok_scratch_reserve(void **p, size_t *cap, size_t need, size_t elem);
 
 /* Builds a tokenizer from plain arrays; the result owns copies of them. */

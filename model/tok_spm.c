@@ -41,48 +41,14 @@ struct tok_spm_pair {
 };
 
 /* Best first: higher score, then the leftmost pair. */
-static int tok_spm_before(const struct tok_spm_pair *a, const struct tok_spm_pair *b)
+static int tok_spm_before(const void *pa, const void *pb)
 {
+    const struct tok_spm_pair *a = pa, *b = pb;
     return a->score != b->score ? a->score > b->score : a->left < b->left;
 }
 
-struct tok_spm_heap {
-    struct tok_spm_pair *v;
-    size_t n;
-};
-
-static void tok_spm_push(struct tok_spm_heap *h, struct tok_spm_pair p)
-{
-    size_t i = h->n++;
-    while (i > 0 && tok_spm_before(&p, &h->v[(i - 1) / 2])) {
-        h->v[i] = h->v[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->v[i] = p;
-}
-
-static struct tok_spm_pair tok_spm_pop(struct tok_spm_heap *h)
-{
-    struct tok_spm_pair top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && tok_spm_before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!tok_spm_before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
-
 static void tok_spm_try(const struct tok *t, const char *buf, const struct tok_spm_sym *sym,
-                        struct tok_spm_heap *h, int32_t left)
+                        struct tok_heap *h, int32_t left)
 {
     if (left < 0 || sym[left].next < 0)
         return;
@@ -90,16 +56,17 @@ static void tok_spm_try(const struct tok *t, const char *buf, const struct tok_s
     uint32_t len = sym[left].len + sym[right].len;
     int32_t id = tok_lookup(t, buf + sym[left].start, len);
     if (id >= 0)
-        tok_spm_push(h, (struct tok_spm_pair){t->scores[id], left, right, len});
+        tok_heap_push(h, &(struct tok_spm_pair){t->scores[id], left, right, len});
 }
 
 static void tok_spm_merge(const struct tok *t, const char *buf, struct tok_spm_sym *sym, int32_t n,
-                          struct tok_spm_heap *h)
+                          struct tok_heap *h)
 {
     for (int32_t i = 0; i + 1 < n; i++)
         tok_spm_try(t, buf, sym, h, i);
     while (h->n) {
-        struct tok_spm_pair p = tok_spm_pop(h);
+        struct tok_spm_pair p;
+        tok_heap_pop(h, &p);
         struct tok_spm_sym *l = &sym[p.left], *r = &sym[p.right];
         if (!l->len || !r->len || l->len + r->len != p.len)
             continue;
@@ -168,7 +135,7 @@ int tok_spm_encode(const struct tok *t, struct tok_scratch *s, const char *text,
             sym[k - 1].next = k;
         i += cl;
     }
-    struct tok_spm_heap h = {s->heap, 0};
+    struct tok_heap h = {s->heap, 0, sizeof(struct tok_spm_pair), tok_spm_before};
     tok_spm_merge(t, s->buf, sym, k, &h);
     for (int32_t i = 0; i >= 0; i = sym[i].next)
         if (tok_spm_emit(t, s->buf + sym[i].start, sym[i].len, out))
