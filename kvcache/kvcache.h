@@ -112,12 +112,19 @@ int kv_table_fork(struct kv_pool *p, const struct kv_table *src, struct kv_table
  * copy is needed, 1 when one is reported, -1 when no block is free. */
 int kv_table_cow(struct kv_pool *p, struct kv_table *t, int pos, int32_t *src, int32_t *dst);
 
+/* The block copies that cow, swap_out and swap_in report must run in the
+ * order they were reported, all before the next forward pass: the blocks
+ * they release may be handed out again at once. */
+
 /* Swap-out: moves the table to the host pool.  Fills dev[i] -> host[i], the
  * t->n_blocks block copies that must run before the device blocks are
  * written again, and drops the device references (hashed blocks stay
- * cached).  -1, changing nothing, when the host pool is short. */
+ * cached).  0, or -1, changing nothing, when the host pool is short. */
 int kv_table_swap_out(struct kv_pool *p, struct kv_table *t, int32_t *dev, int32_t *host);
-/* Swap-in: the reverse; fills host[i] -> dev[i] and frees the host blocks.
+/* Swap-in: the reverse; frees the host blocks.  A block whose prefix hash
+ * is still in the cache is taken from there by reference, with no copy;
+ * the others get fresh device blocks.  Fills host[k] -> dev[k] for the n
+ * copies needed (both arrays need room for t->n_blocks) and returns n;
  * -1, changing nothing, when the device pool is short. */
 int kv_table_swap_in(struct kv_pool *p, struct kv_table *t, int32_t *host, int32_t *dev);
 
