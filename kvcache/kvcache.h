@@ -112,9 +112,12 @@ int kv_table_fork(struct kv_pool *p, const struct kv_table *src, struct kv_table
  * copy is needed, 1 when one is reported, -1 when no block is free. */
 int kv_table_cow(struct kv_pool *p, struct kv_table *t, int pos, int32_t *src, int32_t *dst);
 
-/* The block copies that cow, swap_out and swap_in report must run in the
- * order they were reported, all before the next forward pass: the blocks
- * they release may be handed out again at once. */
+/* The block copies that cow, swap_out and swap_in report must run before
+ * the next forward pass, in the order they were reported: the blocks they
+ * release may be handed out again at once.  Running a step's swap-outs,
+ * then its swap-ins, then its cows is equivalent as long as no swap_out
+ * follows a swap_in within the step (swap_in frees host blocks that a
+ * swap_out could take before the swap-in copy has read them). */
 
 /* Swap-out: moves the table to the host pool.  Fills dev[i] -> host[i], the
  * t->n_blocks block copies that must run before the device blocks are

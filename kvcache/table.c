@@ -7,10 +7,11 @@
  *
  * Copies.  cow, swap_out and swap_in only report the block copies that make
  * their new mapping true; the engine runs them in the order they were
- * reported, all before the step's forward pass.  That ordering is what lets
- * a block released here (a swapped-out device block, a swapped-in host
- * block) be handed to someone else at once: its old content is read by the
- * earlier copy before any later copy or the forward pass writes it.
+ * reported (or grouped as kvcache.h allows), all before the step's forward
+ * pass.  That ordering is what lets a block released here (a swapped-out
+ * device block, a swapped-in host block) be handed to someone else at once:
+ * its old content is read by the earlier copy before any later copy or the
+ * forward pass writes it.
  */
 #include "kvcache/internal.h"
 
