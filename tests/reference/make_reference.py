@@ -218,7 +218,7 @@ def cmd_texts(_args):
 
 # ---------------------------------------------------------------- tokenizer
 
-def subset(strings, specials):
+def subset(strings):
     """About N_SUBSET strings: every one holding special-token text of any
     vocabulary, the long text, and an even spread over the rest."""
     forced = [i for i, (n, t) in enumerate(strings)
@@ -237,9 +237,8 @@ def cmd_tokenizer(args):
     strings = [(c["name"], c["text"]) for c in read_json("strings.json")["cases"]]
     cases = []
     plan = [(MODEL, list(range(len(strings))))]
-    all_specials = sorted({s for v in [MODEL] + OTHER_VOCABS for s in special_texts(v)})
     for v in OTHER_VOCABS:
-        plan.append((v, subset(strings, all_specials)))
+        plan.append((v, subset(strings)))
     for vocab, idxs in plan:
         specials = special_texts(vocab)
         add_bos = lt.default_add_bos(vocab)
