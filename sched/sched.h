@@ -150,10 +150,10 @@ struct sched_req {
     uint64_t salt;  /* prefix-cache salt */
     double arrival; /* seconds, the engine's clock */
     enum sched_state state;
-    enum sched_end end;     /* for FINISHED / ABORTED: the first sequence's end */
-    int n_cached;           /* prompt tokens found in the prefix cache at first admission */
-    int n_preemptions;      /* times preempted (any mode) */
-    double first_admitted;  /* `now` of the step that first admitted it; < 0 before */
+    enum sched_end end;    /* for FINISHED / ABORTED: the end that ended it (its last sequence's) */
+    int n_cached;          /* prompt tokens found in the prefix cache at first admission */
+    int n_preemptions;     /* times preempted (any mode) */
+    double first_admitted; /* `now` of the step that first admitted it; < 0 before */
     struct sched_seq *seqs; /* [n]; owned by the scheduler */
     void *user;             /* the engine's, given at submission */
 };
@@ -296,7 +296,7 @@ struct sched_req_info {
     int n_generated; /* most generated tokens over its sequences */
     int n_computed;  /* sum over live sequences */
     int n_live_seqs;
-    int dev_blocks;  /* block references held on the device */
+    int dev_blocks;  /* device blocks held (blocks its own sequences share, once) */
     int host_blocks; /* host blocks held while swapped */
     int n_preemptions;
 };
