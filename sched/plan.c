@@ -43,7 +43,7 @@ int plan_alloc(struct sched *s)
     s->scratch_a = alloc_array(nscratch, sizeof(int32_t));
     s->scratch_b = alloc_array(nscratch, sizeof(int32_t));
     if (!s->chunks || !s->chunks_tmp || !s->swap_out || !s->swap_in || !s->cow || !s->preempted ||
-        !s->scratch_a || !s->scratch_b)
+        !s->scratch_a || !s->scratch_b || plan_reserve_order(s, 64) != 0)
         return -1;
     s->plan.chunks = s->chunks;
     s->plan.swap_out = s->swap_out;

@@ -181,6 +181,13 @@ static void enforce_caps(struct sched *s, int n)
 
 /* --- placing chunks -------------------------------------------------------------- */
 
+/* Sequences that sample from a chunk ending at the last fed token: all of
+ * an n > 1 request at the end of its shared prompt (they fork), else one. */
+static int fan_out(const struct sreq *r)
+{
+    return !r->forked && r->pub.n > 1 ? r->pub.n : 1;
+}
+
 /* Tokens of a prefill chunk from q that fit in `allowed` more blocks. */
 static int fit_len(const struct sched *s, const struct sched_seq *q, int len, int allowed)
 {
@@ -226,7 +233,7 @@ static void place_decodes(struct sched *s, struct sreq *r, int i, int n)
             continue;
         if (seq_prepare(s, q, q->n_tokens) != 0)
             break; /* only when memory for a table runs out; retried next step */
-        plan_chunk(s, r, q, 1, 1);
+        plan_chunk(s, r, q, 1, fan_out(r));
         s->budget--;
     }
     sreq_account(s, r);
@@ -255,9 +262,7 @@ static void place_prefill(struct sched *s, struct sreq *r, struct sched_seq *q, 
         sreq_account(s, r);
         return;
     }
-    int last = q->n_computed + len == q->n_tokens;
-    int n_sample = !last ? 0 : (!r->forked && r->pub.n > 1) ? r->pub.n : 1;
-    plan_chunk(s, r, q, len, n_sample);
+    plan_chunk(s, r, q, len, q->n_computed + len == q->n_tokens ? fan_out(r) : 0);
     s->budget -= len;
     sreq_account(s, r);
 }

@@ -241,7 +241,8 @@ struct fair_shape {
 
 /* Tenant 1 submits 5 requests for each of tenant 2's; both stay backlogged.
  * Returns (service of 1 / weight 1) / (service of 2 / weight 2) over a
- * window, service = prefill tokens + 2 x decode tokens. */
+ * window, service as VTC counts it: prompt tokens computed + 2 x tokens
+ * generated. */
 static double fair_ratio(double wa, double wb, struct fair_shape sh)
 {
     struct fx *f = fx_new(opts(64, 0, 64, 8), 0);
@@ -263,7 +264,7 @@ static double fair_ratio(double wa, double wb, struct fair_shape sh)
             fx_submit(f, id++, 2, 0, prompt, sh.prompt_b, sh.max_b, 1, 2);
         }
         for (int t = 0; t < 2; t++) {
-            double svc = ti[t].prefill_tokens + 2.0 * ti[t].decode_tokens;
+            double svc = ti[t].prefill_tokens + 2.0 * f->generated[t + 1];
             if (step == 300)
                 svc0[t] = svc;
             svc1[t] = svc;

@@ -99,6 +99,7 @@ struct fx {
     int cap_reqs;
     long steps;
     long max_tenant_blocks_seen[8];
+    long generated[8]; /* tokens sampled, by tenant (0..7) */
     /* called between planning and executing (cancellations mid-step) */
     void (*between)(struct fx *f, void *arg);
     void *between_arg;
@@ -306,6 +307,8 @@ static inline void sample(struct fx *f, const struct sched_chunk *c, uint64_t ro
             continue;
         int32_t t = next_token(row, q->index);
         REQUIRE(sched_append(f->s, q, t) == 0, "append refused");
+        if (q->req->tenant >= 0 && q->req->tenant < 8)
+            f->generated[q->req->tenant]++;
         REQUIRE(sched_append(f->s, q, t) != 0, "a second append without a step was taken");
         int gen = q->n_tokens - q->req->n_prompt;
         if (gen == q->req->max_tokens)
