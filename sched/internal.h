@@ -23,6 +23,7 @@ struct stenant {
     int running_seqs; /* live sequences of its running requests */
     int dev_blocks;   /* device blocks of its requests (a request's shared ones once) */
     long prefill_tokens, decode_tokens, preemptions;
+    int chk_blocks, chk_seqs, chk_active; /* sched_check's recount */
     /* scratch of one step's admission */
     long blocked_step; /* step in which its caps stopped its admissions */
     int cursor;        /* position in the candidate group */
@@ -73,9 +74,11 @@ struct sched {
     /* the current plan and its buffers */
     struct sched_plan plan;
     int committed;
-    int swapped_in; /* the step has planned a swap-in: no more preemptions */
-    int budget;     /* tokens the step may still place */
-    int reserve;    /* of which held for decodes of running requests not yet placed */
+    int swapped_in;        /* the step has planned a swap-in: no more preemptions */
+    int budget;            /* tokens the step may still place */
+    int reserve;           /* of which held for decodes of running requests not yet placed */
+    long promised;         /* blocks running prefills still need (admission's reckoning) */
+    long admitted_promise; /* of which for requests admitted in this step */
     struct sched_chunk *chunks, *chunks_tmp;
     struct sched_copy *swap_out, *swap_in, *cow;
     struct sched_preemption *preempted;

@@ -97,6 +97,7 @@ void plan_reset(struct sched *s, double now)
     s->swapped_in = 0;
     s->budget = s->o.max_batch_tokens;
     s->reserve = 0;
+    s->promised = s->admitted_promise = 0;
     s->st.steps = p->step;
 }
 

@@ -14,21 +14,29 @@
  * Policy (each step):
  *   1. deferred evictions, then tenants over their device-block cap give up
  *      their own requests (reason "tenant-cap");
- *   2. running requests are ordered most-important first: priority, then
- *      least tenant service (virtual token counter / weight), then most
- *      computed tokens.  Decodes first (one token per decoding sequence),
- *      then continuing prefill chunks, fill the token budget in that order.
- *      When blocks run short, victims come from the end of that order (never
- *      work already placed in this plan); a request may preempt itself;
- *   3. then swapped and recompute-preempted requests resume, and new ones are
- *      admitted: strict priority (lower number first), resumed work before
- *      new work at the same priority, and within a level the tenant with the
- *      smallest virtual token counter (FCFS within a tenant).  A candidate
- *      may preempt running work of strictly lower priority (reason
- *      "priority"); a candidate that does not fit stops admission (no
- *      overtaking), except one blocked only by its own tenant's caps.
- *      A new request is admitted only when the pool also has room for the
- *      rest of its prompt beyond what running prefills still need.
+ *   2. running requests are put in keep order, most important first:
+ *      priority, then least tenant service (virtual token counter), then
+ *      most computed tokens; waiting, swapped and recompute-preempted ones in
+ *      admission order: effective priority (lower number first), resumed
+ *      work before new work, and within that the tenant with the smallest
+ *      counter (FCFS within a tenant);
+ *   3. priority levels are then served from the most important: at each,
+ *      the decodes of its running requests (one token per decoding
+ *      sequence), their prefill chunks, then its admissions.  The decode
+ *      tokens of every running request are held back from the budget until
+ *      placed, so prefills and admissions never take a decode's place;
+ *      blocks go to more important work first.  When blocks run short,
+ *      victims come from the end of the keep order, never from work already
+ *      in this plan; a running request may preempt itself (reason "blocks",
+ *      or "tenant-cap" when its tenant's cap is what is short: then only
+ *      that tenant's requests are victims).  A waiting request may preempt
+ *      running work of strictly lower priority only (reason "priority").  A
+ *      candidate that does not fit stops admission for the step (no
+ *      overtaking), except one blocked by its own tenant's caps.  A request
+ *      is admitted only when the pool has room for the rest of its prompt
+ *      beyond what running prefills still need.  Once a swap-in is planned,
+ *      the step preempts nothing more (a freed host block could be reused
+ *      before it is read): work that would need it waits a step.
  * Virtual token counters (VTC): a tenant's counter grows by (uncached prompt
  * tokens at first admission + 2 per generated token) / weight; a tenant that
  * becomes active after being idle is lifted to the smallest counter of the
@@ -52,8 +60,9 @@
  * once, however it ended; the engine then calls sched_release().
  *
  * Not thread-safe: the engine thread owns the scheduler.  Between
- * sched_step() and sched_commit() the engine may only read (it may cancel,
- * but must not release a request named by the plan before committing).
+ * sched_step() and sched_commit() the engine may only read, or cancel: a
+ * request cancelled then has its chunks skipped by the commit (the engine
+ * should skip them too, and must not release it before committing).
  * Debug builds (or opts.check > 0) check the KV pool's invariants with every
  * live table after each step and commit, and abort on failure.
  */
@@ -231,8 +240,11 @@ const struct sched_opts *sched_options(const struct sched *s);
 /* Updates the cost model's measured inputs; a value <= 0 leaves that one as is. */
 void sched_set_rates(struct sched *s, double swap_bw, double prefill_rate);
 /* Creates or updates a tenant: weight > 0 (fair share), caps on running
- * sequences and device blocks (0 = none).  Unknown tenants get weight 1 and
- * no caps on first submission.  0, or -1 on bad values or memory. */
+ * sequences and device blocks (0 = none; blocks a request's own sequences
+ * share count once).  A request that could never fit the caps is refused
+ * at submission; one waiting when a cap is lowered below it waits until the
+ * cap rises.  Unknown tenants get weight 1 and no caps on first submission.
+ * 0, or -1 on bad values or memory. */
 int sched_tenant_set(struct sched *s, int64_t tenant, double weight, int max_running_seqs,
                      int max_device_blocks);
 
@@ -246,10 +258,11 @@ struct sched_req *sched_find(struct sched *s, uint64_t id);
 /* Ends a request in any state now (ABORTED, SCHED_END_CANCELLED): its blocks,
  * device and host, are freed at once.  0, or -1 when no live request has id. */
 int sched_cancel(struct sched *s, uint64_t id);
-/* Evicts a request from the device: abort = 0 preempts it at the next step
- * (swap or recompute by the cost model; it resumes later like any
- * preempted request), abort = 1 ends it now (ABORTED, SCHED_END_EVICTED).
- * 0, or -1 when no live request has id. */
+/* Evicts a request from the device: abort = 0 preempts a running request
+ * at the next step (swap or recompute by the cost model; it resumes later
+ * like any preempted request, not in that step; one not running is left as
+ * it is), abort = 1 ends it now (ABORTED, SCHED_END_EVICTED).  0, or -1
+ * when no live request has id. */
 int sched_evict(struct sched *s, uint64_t id, int abort);
 /* sched_evict for every live request of a tenant; returns how many. */
 int sched_evict_tenant(struct sched *s, int64_t tenant, int abort);

@@ -292,13 +292,15 @@ static long promise(const struct sched *s, const struct sreq *r)
     return n;
 }
 
-static long promised(const struct sched *s)
+/* What running prefills were promised when a level's admissions start:
+ * the keep order's (placed or not, nothing else changes them during the
+ * admissions) and those admitted earlier in the step (s->admitted_promise). */
+static void promised_at_level(struct sched *s, int n)
 {
-    long n = 0;
-    for (const struct sreq *r = s->head; r; r = r->next)
-        if (is_running(r))
-            n += promise(s, r);
-    return n;
+    s->promised = s->admitted_promise;
+    for (int j = 0; j < n; j++)
+        if (is_running(s->order[j]))
+            s->promised += promise(s, s->order[j]);
 }
 
 /* Device blocks r needs to run to the end of its prompt (or its next token). */
@@ -347,12 +349,11 @@ static void unmatch(struct sched *s, struct sreq *r)
  * preempted unless all the candidates together would make enough room. */
 static int room_by_priority(struct sched *s, struct sreq *r, int n, int need)
 {
-    long prom = promised(s);
-    if (need <= kv_pool_free_blocks(s->pool) - prom)
+    if (need <= kv_pool_free_blocks(s->pool) - s->promised)
         return 1;
     if (s->swapped_in)
         return 0;
-    long could = kv_pool_free_blocks(s->pool) - prom;
+    long could = kv_pool_free_blocks(s->pool) - s->promised;
     for (int j = 0; j < n; j++) {
         struct sreq *v = s->order[j];
         if (is_running(v) && untouched(s, v) && v->pub.eff_priority > r->eff)
@@ -360,11 +361,11 @@ static int room_by_priority(struct sched *s, struct sreq *r, int n, int need)
     }
     if (could < need)
         return 0;
-    while (need > kv_pool_free_blocks(s->pool) - prom) {
+    while (need > kv_pool_free_blocks(s->pool) - s->promised) {
         struct sreq *v = victim(s, -1, n, NULL, r->eff);
         if (!v)
             return 0;
-        prom -= promise(s, v);
+        s->promised -= promise(s, v);
         preempt(s, v, SCHED_WHY_PRIORITY);
     }
     return 1;
@@ -417,6 +418,9 @@ static int try_admit(struct sched *s, struct sreq *r, double now, int n)
     admitted(s, r, now, looked);
     place_decodes(s, r, -1, 0);
     place_prefills(s, r, -1, 0);
+    long p = promise(s, r);
+    s->promised += p;
+    s->admitted_promise += p;
     return ADMIT_OK;
 }
 
@@ -459,6 +463,7 @@ static int admit_group(struct sched *s, double now, int g0, int g1, int n)
 /* Candidates [c0, c1) of one priority level, group by group. */
 static int admit_level(struct sched *s, double now, int c0, int c1, int n)
 {
+    promised_at_level(s, n);
     for (int g0 = c0, g1; g0 < c1; g0 = g1) {
         for (g1 = g0 + 1; g1 < c1 && s->cands[g1]->klass == s->cands[g0]->klass; g1++)
             ;

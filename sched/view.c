@@ -208,23 +208,23 @@ static int check_req(const struct sched *s, const struct sreq *r, char *err, siz
 
 static int check_totals(const struct sched *s, char *err, size_t errlen)
 {
+    for (int i = 0; i < s->n_tenants; i++)
+        s->tenants[i]->chk_blocks = s->tenants[i]->chk_seqs = s->tenants[i]->chk_active = 0;
+    for (const struct sreq *r = s->head; r; r = r->next) {
+        r->tn->chk_blocks += r->dev_blocks;
+        r->tn->chk_seqs += r->pub.state == SCHED_RUNNING ? r->n_live : 0;
+        r->tn->chk_active += r->pub.state != SCHED_FINISHED && r->pub.state != SCHED_ABORTED;
+    }
     int running = 0, active = 0;
     for (int i = 0; i < s->n_tenants; i++) {
         const struct stenant *t = s->tenants[i];
-        int blocks = 0, seqs = 0, act = 0;
-        for (const struct sreq *r = s->head; r; r = r->next) {
-            if (r->tn != t)
-                continue;
-            blocks += r->dev_blocks;
-            seqs += r->pub.state == SCHED_RUNNING ? r->n_live : 0;
-            act += r->pub.state != SCHED_FINISHED && r->pub.state != SCHED_ABORTED;
-        }
-        if (blocks != t->dev_blocks || seqs != t->running_seqs || act != t->n_active)
+        if (t->chk_blocks != t->dev_blocks || t->chk_seqs != t->running_seqs ||
+            t->chk_active != t->n_active)
             return fail(err, errlen, "tenant %lld: blocks %d/%d seqs %d/%d active %d/%d",
-                        (long long)t->id, blocks, t->dev_blocks, seqs, t->running_seqs, act,
-                        t->n_active);
-        running += seqs;
-        active += act;
+                        (long long)t->id, t->chk_blocks, t->dev_blocks, t->chk_seqs,
+                        t->running_seqs, t->chk_active, t->n_active);
+        running += t->chk_seqs;
+        active += t->chk_active;
     }
     if (running != s->running_seqs || active != s->n_active || running > s->o.max_seqs)
         return fail(err, errlen, "running seqs %d/%d (max %d), active %d/%d", running,
