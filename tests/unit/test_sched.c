@@ -133,6 +133,8 @@ START_TEST(recompute_preemption_gives_the_uninterrupted_tokens)
     ck_assert_int_eq(sum_why(&st, 0), 0);
     ck_assert_int_gt(sum_why(&st, 1), 0);
     ck_assert_int_eq(st.swap_out_blocks, 0);
+    /* prompts are unique: every hit is a recomputed request finding its own blocks */
+    ck_assert_int_gt(st.prefix_hit_tokens, 0);
 }
 END_TEST
 
@@ -228,6 +230,30 @@ START_TEST(waiting_work_never_preempts_equal_priority)
     ck_assert_int_eq(p->n_preempted, 0);
     ck_assert_int_eq(f->reqs[10]->r->state, SCHED_WAITING);
     ck_assert_int_ge(fx_run(f, 5000), 0);
+    check_all_free(f);
+    fx_free(f);
+}
+END_TEST
+
+START_TEST(swapped_work_resumes_before_new_admissions)
+{
+    struct sched_opts o = opts(64, 64, 64, 1);
+    o.preempt = SCHED_PREEMPT_SWAP;
+    struct fx *f = fx_new(o, 0);
+    int32_t prompt[20];
+    make_prompt(prompt, 20, 41);
+    ck_assert_int_eq(fx_submit(f, 1, 1, 0, prompt, 20, 30, 1, 1), 0);
+    for (int i = 0; i < 3; i++)
+        fx_step(f);
+    ck_assert_int_eq(sched_evict(f->s, 1, 0), 0);
+    fx_step(f);
+    ck_assert_int_eq(f->reqs[1]->r->state, SCHED_SWAPPED);
+    ck_assert_int_eq(fx_submit(f, 2, 2, 0, prompt, 20, 30, 1, 2), 0);
+    const struct sched_plan *p = fx_step(f);
+    ck_assert_int_gt(p->n_swap_in, 0);
+    ck_assert(plan_has_seq(p, f->reqs[1]->r));
+    ck_assert_int_eq(f->reqs[2]->r->state, SCHED_WAITING);
+    ck_assert_int_ge(fx_run(f, 1000), 0);
     check_all_free(f);
     fx_free(f);
 }
@@ -841,6 +867,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, rates_reach_the_cost_model);
     tcase_add_test(tc, high_priority_arrival_preempts_low_priority_work);
     tcase_add_test(tc, waiting_work_never_preempts_equal_priority);
+    tcase_add_test(tc, swapped_work_resumes_before_new_admissions);
     tcase_add_test(tc, fair_share_follows_weights_whatever_the_request_rates);
     tcase_add_test(tc, idle_tenant_banks_no_credit);
     tcase_add_test(tc, tenant_block_cap_holds_and_its_own_work_pays);
