@@ -8,9 +8,7 @@
  * returned when a sequence finishes.  There is no preemption here: a pool
  * too small for the work in flight is an error.
  */
-#include "engine/engine.h"
-
-#include "kvcache/kvcache.h"
+#include "engine/eng_internal.h"
 
 #include <float.h>
 #include <stdio.h>
@@ -23,16 +21,16 @@ struct gseq {
     struct eng_gen_out *out;
     struct kv_table table;
     struct smp_seq *smp;
-    int n_fed; /* tokens whose K/V is in the pool */
+    int32_t *tokens; /* [n_prompt + max_tokens]: prompt, then generated */
+    int n_fed;       /* tokens whose K/V is in the pool */
     int done;
 };
 
-/* Host-side arrays of one batch. */
+/* One step's batch: the shared flat-batch arrays plus, per scheduled
+ * sequence, its chunk length and index into seqs. */
 struct gbatch {
-    int32_t *tokens, *pos, *slot, *q_off, *bt_off, *blocks, *out_rows, *out_seq;
-    int32_t *chunk;  /* per scheduled sequence: its token count */
-    int32_t *seq_of; /* per scheduled sequence: index into seqs */
-    float *logits;
+    struct eng_batch fb;
+    int32_t *chunk, *seq_of, *out_seq;
 };
 
 static double now_s(void)
@@ -42,11 +40,6 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int32_t seq_token(const struct gseq *s, int i)
-{
-    return i < s->req->n_prompt ? s->req->prompt[i] : s->out->ids[i - s->req->n_prompt];
-}
-
 static int seq_len(const struct gseq *s)
 {
     return s->req->n_prompt + s->out->n;
@@ -54,31 +47,19 @@ static int seq_len(const struct gseq *s)
 
 static void gbatch_free(struct gbatch *b)
 {
-    int32_t *arrs[] = {b->tokens, b->pos,      b->slot,    b->q_off, b->bt_off,
-                       b->blocks, b->out_rows, b->out_seq, b->chunk, b->seq_of};
-    for (size_t i = 0; i < sizeof(arrs) / sizeof(arrs[0]); i++)
-        free(arrs[i]);
-    free(b->logits);
+    eng_batch_free(&b->fb);
+    free(b->chunk);
+    free(b->seq_of);
+    free(b->out_seq);
 }
 
-static int gbatch_alloc(struct gbatch *b, int max_tokens, int max_seqs, int n_blocks, int n_vocab)
+static int gbatch_alloc(struct gbatch *b, int max_seqs)
 {
-    size_t t = (size_t)max_tokens, sq = (size_t)max_seqs + 1;
-    b->tokens = malloc(4 * t);
-    b->pos = malloc(4 * t);
-    b->slot = malloc(4 * t);
-    b->q_off = malloc(4 * sq);
-    b->bt_off = malloc(4 * sq);
-    b->blocks = malloc(4 * (size_t)n_blocks);
-    b->out_rows = malloc(4 * sq);
-    b->out_seq = malloc(4 * sq);
+    size_t sq = (size_t)max_seqs + 1;
     b->chunk = malloc(4 * sq);
     b->seq_of = malloc(4 * sq);
-    b->logits = malloc(sizeof(float) * sq * (size_t)n_vocab);
-    return b->tokens && b->pos && b->slot && b->q_off && b->bt_off && b->blocks && b->out_rows &&
-                   b->out_seq && b->chunk && b->seq_of && b->logits
-               ? 0
-               : -1;
+    b->out_seq = malloc(4 * sq);
+    return b->chunk && b->seq_of && b->out_seq ? 0 : -1;
 }
 
 /* Chooses this step's work: decodes first, then prefill chunks.  Returns the
@@ -105,38 +86,22 @@ static int plan_step(struct gseq *seqs, int n, struct kv_pool *pool, const struc
     return k;
 }
 
-/* Lays the planned sequences out as one flat batch. */
-static void build_batch(struct gseq *seqs, int k, int bs, struct gbatch *b, struct be_batch *bt)
+/* Lays the planned sequences out as one flat batch; -1 when memory is short. */
+static int build_batch(struct gseq *seqs, int k, int bs, int n_vocab, struct gbatch *b,
+                       struct be_batch *bt)
 {
-    int t = 0, nb = 0, no = 0;
+    eng_batch_begin(&b->fb);
     for (int j = 0; j < k; j++) {
         struct gseq *s = &seqs[b->seq_of[j]];
-        b->q_off[j] = t;
-        b->bt_off[j] = nb;
-        for (int p = s->n_fed; p < s->n_fed + b->chunk[j]; p++, t++) {
-            b->tokens[t] = seq_token(s, p);
-            b->pos[t] = p;
-            b->slot[t] = kv_table_slot(&s->table, bs, p);
-        }
-        memcpy(b->blocks + nb, s->table.blocks, 4 * (size_t)s->table.n_blocks);
-        nb += s->table.n_blocks;
-        if (s->n_fed + b->chunk[j] == seq_len(s)) {
-            b->out_rows[no] = t - 1;
-            b->out_seq[no++] = b->seq_of[j];
-        }
+        int want = s->n_fed + b->chunk[j] == seq_len(s);
+        int row = eng_batch_add(&b->fb, &s->table, bs, s->tokens, s->n_fed, b->chunk[j], want);
+        if (row == -2)
+            return -1;
+        if (row >= 0)
+            b->out_seq[row] = b->seq_of[j];
     }
-    b->q_off[k] = t;
-    b->bt_off[k] = nb;
-    *bt = (struct be_batch){.n_tokens = t,
-                            .tokens = b->tokens,
-                            .pos = b->pos,
-                            .slot = b->slot,
-                            .n_seqs = k,
-                            .q_off = b->q_off,
-                            .bt_off = b->bt_off,
-                            .block_tables = b->blocks,
-                            .n_out = no,
-                            .out_rows = b->out_rows};
+    eng_batch_finish(&b->fb, bt);
+    return eng_batch_logits(&b->fb, n_vocab);
 }
 
 static float top2_gap(const float *l, int n)
@@ -161,6 +126,7 @@ static int seq_next(struct gseq *s, const struct tok *tk, float *logits, int n_v
     struct smp_logprob *lp = out->lp ? &out->lp[out->n] : NULL;
     int32_t id = smp_sample(s->smp, logits, n_vocab, lp);
     smp_seq_accept(s->smp, id);
+    s->tokens[s->req->n_prompt + out->n] = id;
     out->ids[out->n++] = id;
     if (s->req->stop_at_eog && tok_is_eog(tk, id)) {
         out->eog = 1;
@@ -186,10 +152,13 @@ static int seqs_init(struct gseq *seqs, const struct eng_gen_req *reqs, int n,
         out->gap = malloc(sizeof(float) * cap);
         out->lp = r->smp.n_logprobs > 0 ? calloc(cap, sizeof(struct smp_logprob)) : NULL;
         seqs[i].smp = smp_seq_new(&r->smp);
-        if (!out->ids || !out->gap || (r->smp.n_logprobs > 0 && !out->lp) || !seqs[i].smp) {
+        seqs[i].tokens = malloc(sizeof(int32_t) * ((size_t)r->n_prompt + cap));
+        if (!out->ids || !out->gap || (r->smp.n_logprobs > 0 && !out->lp) || !seqs[i].smp ||
+            !seqs[i].tokens) {
             snprintf(err, errlen, "engine: out of memory");
             return -1;
         }
+        memcpy(seqs[i].tokens, r->prompt, sizeof(int32_t) * (size_t)r->n_prompt);
         for (int p = 0; p < r->n_prompt; p++)
             smp_seq_prompt(seqs[i].smp, r->prompt[p]);
         seqs[i].done = r->max_tokens == 0;
@@ -216,9 +185,12 @@ static int run_steps(struct model *m, struct gseq *seqs, int n, struct kv_pool *
             return -1;
         }
         struct be_batch bt;
-        build_batch(seqs, k, g->block_size, b, &bt);
+        if (build_batch(seqs, k, g->block_size, c->n_vocab, b, &bt)) {
+            snprintf(err, errlen, "engine: out of memory");
+            return -1;
+        }
         double t0 = now_s();
-        if (model_forward(m, kv, g, &bt, b->logits, err, errlen))
+        if (model_forward(m, kv, g, &bt, b->fb.logits, err, errlen))
             return -1;
         double dt = now_s() - t0;
         int n_dec = 0;
@@ -233,7 +205,7 @@ static int run_steps(struct model *m, struct gseq *seqs, int n, struct kv_pool *
         *(n_dec == bt.n_tokens ? &st->decode_s : n_dec == 0 ? &st->prefill_s : &st->mixed_s) += dt;
         for (int j = 0; j < bt.n_out; j++) {
             struct gseq *s = &seqs[b->out_seq[j]];
-            if (seq_next(s, model_tok(m), b->logits + (size_t)j * c->n_vocab, c->n_vocab)) {
+            if (seq_next(s, model_tok(m), b->fb.logits + (size_t)j * c->n_vocab, c->n_vocab)) {
                 s->done = 1;
                 kv_table_release(pool, &s->table);
             }
@@ -271,8 +243,7 @@ int eng_generate(struct model *m, const struct eng_gen_opts *opts, const struct 
     struct be_buf *kv = be->ops->alloc(be, sizeof(float) * be_kv_block_elems(&g) * o.n_blocks);
     struct gbatch b = {0};
     int rc = -1;
-    if (!seqs || !pool || !kv ||
-        gbatch_alloc(&b, o.max_batch_tokens, o.max_seqs, o.n_blocks, model_config(m)->n_vocab))
+    if (!seqs || !pool || !kv || gbatch_alloc(&b, o.max_seqs))
         snprintf(err, errlen, "engine: cannot allocate a KV pool of %d blocks", o.n_blocks);
     else if (seqs_init(seqs, reqs, n, outs, err, errlen) == 0)
         rc = run_steps(m, seqs, n, pool, kv, &g, &o, &b, st, err, errlen);
@@ -280,6 +251,7 @@ int eng_generate(struct model *m, const struct eng_gen_opts *opts, const struct 
         if (pool)
             kv_table_release(pool, &seqs[i].table);
         smp_seq_free(seqs[i].smp);
+        free(seqs[i].tokens);
         if (rc)
             eng_gen_out_free(&outs[i]);
     }
