@@ -215,11 +215,13 @@ static void place_decodes(struct sched *s, struct sreq *r, int i, int n)
         if (seq_is_active(r, q) && pending(q) == 1)
             need += seq_need(s, q, q->n_tokens);
     }
-    int fits = k <= s->budget && blocks_allowed(s, r) >= need;
-    if (!fits && k <= s->budget && i >= 0)
+    /* an admitted request's decodes come out of what prefills may take */
+    int tokens = i >= 0 ? s->budget : prefill_budget(s);
+    int fits = k <= tokens && blocks_allowed(s, r) >= need;
+    if (!fits && k <= tokens && i >= 0)
         fits = make_room(s, r, i, n, need);
     if (!fits) {
-        if (i >= 0 && k <= s->budget && untouched(s, r) && !s->swapped_in)
+        if (i >= 0 && k <= tokens && untouched(s, r) && !s->swapped_in)
             preempt(s, r, over_cap(r->tn, need) ? SCHED_WHY_TENANT_CAP : SCHED_WHY_BLOCKS);
         else if (i >= 0)
             s->reserve -= k;
