@@ -140,6 +140,10 @@ int eng_submit(struct eng *e, const struct eng_request *rq, struct eng_req **out
         return rc;
     if (rq->max_tokens < 1)
         return ENG_EINVAL;
+    int n_vocab = model_config(e->m)->n_vocab;
+    for (int i = 0; i < rq->n_prompt; i++)
+        if (rq->prompt[i] < 0 || rq->prompt[i] >= n_vocab)
+            return ENG_EINVAL;
     if (!eng_fits(e, rq))
         return ENG_ETOOBIG;
     struct eng_req *r = eng_req_new(rq);

@@ -47,6 +47,7 @@ struct eng_opts {
                              level per aging_s seconds (see sched/sched.h) */
     int check_invariants; /* check the KV pool's invariants every step: 1 on, -1 off, 0 default
                              (on unless NDEBUG) */
+    long fail_step;       /* testing: the forward pass of this step fails (0: never) */
     /* Called on the engine thread after every step with what it ran (tests, tracing). */
     void (*on_step)(void *arg, const struct eng_step_info *info);
     void *on_step_arg;
@@ -111,7 +112,7 @@ struct eng_request {
 /* Error codes of the API (negative). */
 enum eng_err {
     ENG_OK = 0,
-    ENG_EINVAL = -1,   /* a bad request (empty prompt, n < 1, ...) */
+    ENG_EINVAL = -1,   /* a bad request (empty prompt, a token outside the vocabulary, ...) */
     ENG_EDRAIN = -2,   /* draining: nothing new is admitted */
     ENG_EEXIST = -3,   /* a live request has this id */
     ENG_ENOMEM = -4,   /* out of memory */

@@ -9,8 +9,8 @@
  * chunk whose last token is the newest one samples: once per sequence, and
  * for the last prompt chunk of an n > 1 request once for each of its n
  * sequences from the same logits row.  A failed forward pass or copy ends
- * the requests it carried with an error; it is not committed, so no block
- * computed by it enters the prefix cache.
+ * the requests it carried with an error before the plan is committed, so
+ * no block computed by it enters the prefix cache; the others go on.
  */
 #include "engine/eng_internal.h"
 
@@ -45,7 +45,9 @@ static int step_copies(struct eng *e, const struct sched_plan *p, char *err, siz
     return 0;
 }
 
-/* Ends every request the plan touched with an error (copies or forward failed). */
+/* Ends every request the plan touched with an error (copies or forward
+ * failed), then commits the plan: the scheduler records nothing for ended
+ * requests, so no block of the failed pass enters the prefix cache. */
 static void step_fail(struct eng *e, const struct sched_plan *p, const char *why)
 {
     snprintf(e->last_error, sizeof(e->last_error), "step %ld: %s", p->step, why);
@@ -61,6 +63,7 @@ static void step_fail(struct eng *e, const struct sched_plan *p, const char *why
             r->state != SCHED_ABORTED)
             sched_finish(e->s, r, SCHED_END_ERROR);
     }
+    sched_commit(e->s, p);
 }
 
 static int step_grow(struct eng *e, int n)
@@ -224,6 +227,10 @@ int eng_step(struct eng *e)
         return 1;
     }
     double tf = eng_now();
+    if (p->n_chunks > 0 && e->o.fail_step == p->step) {
+        step_fail(e, p, "injected failure (fail_step)");
+        return 1;
+    }
     if (p->n_chunks > 0 &&
         model_forward(e->m, e->kv, &e->geom, &bt, e->batch.logits, err, sizeof(err))) {
         step_fail(e, p, err);

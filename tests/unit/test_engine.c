@@ -218,6 +218,20 @@ static void assert_pool_empty(struct eng *e)
     eng_snapshot_free(s);
 }
 
+/* A wakeup callback that counts (the daemon's would call event_active). */
+struct wake {
+    pthread_mutex_t mu;
+    int n;
+};
+
+static void wake_count(void *arg)
+{
+    struct wake *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->n++;
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* --------------------------------------------------------------- tests -- */
 
 START_TEST(single_request_matches_offline_run)
@@ -228,8 +242,14 @@ START_TEST(single_request_matches_offline_run)
     reference(p, np, 8, want);
     struct eng *e = eng_start((struct eng_opts){.n_blocks = 64});
     struct eng_request rq = greedy(1, "a", 1, p, np, 8);
+    struct wake w = {PTHREAD_MUTEX_INITIALIZER, 0};
+    rq.wake = wake_count;
+    rq.wake_arg = &w;
     struct out o = {0};
     finish(submit(e, &rq), &o, 1);
+    pthread_mutex_lock(&w.mu);
+    ck_assert_int_ge(w.n, 2); /* tokens, then the end (at least) */
+    pthread_mutex_unlock(&w.mu);
     assert_same(o.ids[0], o.n[0], want, 8, "engine");
     ck_assert_int_eq(o.fin[0], ENG_FINISH_LENGTH);
     ck_assert_int_eq(o.u.prompt_tokens, np);
@@ -695,6 +715,56 @@ START_TEST(evict_aborts_or_pauses_and_resumes)
 }
 END_TEST
 
+START_TEST(failed_forward_pass_fails_its_requests_and_serving_goes_on)
+{
+    int32_t *p;
+    int np = text_ids("Good morning", &p);
+    int32_t want[6];
+    reference(p, np, 6, want);
+    struct eng *e = eng_start((struct eng_opts){.n_blocks = 32, .fail_step = 3});
+    struct eng_request ra = greedy(1, "a", 1, p, np, 8), rb = greedy(2, "a", 1, p, np, 6);
+    struct out oa = {0}, ob = {0};
+    finish(submit(e, &ra), &oa, 1);
+    ck_assert_int_eq(oa.fin[0], ENG_FINISH_ERROR);
+    ck_assert_int_eq(oa.n[0], 2);
+    finish(submit(e, &rb), &ob, 1);
+    assert_same(ob.ids[0], ob.n[0], want, 6, "after the failure");
+    struct eng_snapshot *s = eng_snapshot(e);
+    ck_assert_msg(strstr(s->last_error, "step 3") != NULL, "last error: %s", s->last_error);
+    eng_snapshot_free(s);
+    assert_pool_empty(e);
+    eng_destroy(e);
+    free(p);
+}
+END_TEST
+
+START_TEST(bad_submissions_are_refused_with_their_reason)
+{
+    int32_t ok[4] = {1000, 1001, 1002, 1003}, bad[2] = {5, 1 << 30}, *big = synth_ids(200, 9);
+    struct eng *e = eng_start((struct eng_opts){.n_blocks = 8});
+    struct eng_req *h = NULL;
+    struct eng_request rq = greedy(1, "a", 1, bad, 2, 4);
+    ck_assert_int_eq(eng_submit(e, &rq, &h), ENG_EINVAL);
+    rq = greedy(1, "a", 1, ok, 0, 4);
+    ck_assert_int_eq(eng_submit(e, &rq, &h), ENG_EINVAL);
+    rq = greedy(1, "a", 1, ok, 4, 0);
+    ck_assert_int_eq(eng_submit(e, &rq, &h), ENG_EINVAL);
+    rq = greedy(1, "a", 1, big, 200, 4);
+    ck_assert_int_eq(eng_submit(e, &rq, &h), ENG_ETOOBIG);
+    ck_assert_ptr_null(h);
+    rq = greedy(1, "a", 1, ok, 4, 4);
+    struct eng_req *h1 = submit(e, &rq);
+    ck_assert_int_eq(eng_submit(e, &rq, &h), ENG_EEXIST);
+    struct out o = {0};
+    finish(h1, &o, 1);
+    ck_assert_int_eq(o.fin[0], ENG_FINISH_LENGTH);
+    ck_assert_int_eq(eng_cancel(e, 1), ENG_ENOENT);
+    assert_pool_empty(e);
+    eng_destroy(e);
+    free(big);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     /* One model load per case, in the runner's own process: no fork. */
@@ -714,6 +784,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, cancel_at_every_stage_frees_every_block);
     tcase_add_test(tc, drain_refuses_new_work_and_finishes_running);
     tcase_add_test(tc, evict_aborts_or_pauses_and_resumes);
+    tcase_add_test(tc, failed_forward_pass_fails_its_requests_and_serving_goes_on);
+    tcase_add_test(tc, bad_submissions_are_refused_with_their_reason);
     suite_add_tcase(s, tc);
     return s;
 }
