@@ -397,7 +397,9 @@ static int bench_one(struct model *m, int B, int n_pp, int n_tg, json_t *rows)
         fprintf(stderr, "llmgen: bench: %s\n", err);
         goto done;
     }
-    double pp = st.prefill_tokens / st.prefill_s, tg = st.decode_tokens / st.decode_s;
+    /* A run with no decode step (n_tg = 1) has no decode rate: 0, not NaN. */
+    double pp = st.prefill_s > 0 ? st.prefill_tokens / st.prefill_s : 0;
+    double tg = st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0;
     json_array_append_new(rows,
                           json_pack("{s:i, s:i, s:i, s:f, s:f, s:f}", "batch", B, "n_prompt", n_pp,
                                     "n_gen", n_tg, "prefill_tok_s", pp, "decode_tok_s", tg,
