@@ -540,6 +540,8 @@ static void eng_free_parts(struct eng *e)
     free(e->tenants);
     eng_batch_free(&e->batch);
     eng_snapshot_free(e->snap);
+    for (int i = 0; i < e->n_ops; i++) /* pushed after the thread's last look */
+        free(e->ops[i].tenant);
     free(e->ops);
     free(e->work);
     free(e->items);
