@@ -49,9 +49,12 @@ $(call libname,$(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)/*.c))
 endef
 $(foreach d,$(LIBDIRS),$(eval $(call lib_rule,$(d))))
 
-$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBS)
+# A tool is tools/NAME.c plus any tools/NAME_*.c beside it.
+.SECONDEXPANSION:
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o \
+		$$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard tools/$$*_*.c))) $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) $(LIBS) $(LDLIBS)
 
 # --- tests -------------------------------------------------------------------
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/tests/unit/check_main.o $(LIBS)
