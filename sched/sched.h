@@ -60,9 +60,11 @@
  * once, however it ended; the engine then calls sched_release().
  *
  * Not thread-safe: the engine thread owns the scheduler.  Between
- * sched_step() and sched_commit() the engine may only read, or cancel: a
- * request cancelled then has its chunks skipped by the commit (the engine
- * should skip them too, and must not release it before committing).
+ * sched_step() and sched_commit() the engine may only read, cancel or
+ * finish: a request cancelled or finished then (e.g. because the forward
+ * pass failed) has its chunks skipped by the commit, so nothing it computed
+ * enters the prefix cache (the engine should skip them too, and must not
+ * release it before committing).
  * Debug builds (or opts.check > 0) check the KV pool's invariants with every
  * live table after each step and commit, and abort on failure.
  */
