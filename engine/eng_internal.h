@@ -141,6 +141,8 @@ void eng_req_free(struct eng_req *r);
 int eng_req_emit(struct eng_req *r, const struct eng_token *tk);
 void eng_req_set_finish(struct eng_req *r, int seq, enum eng_finish f);
 void eng_req_update_usage(struct eng_req *r, const struct eng_usage *u);
+/* The CLOCK_REALTIME instant timeout_s seconds from now, for timed waits. */
+struct timespec eng_deadline(double timeout_s);
 void eng_req_flush(struct eng_req *r);
 void eng_req_engine_drop(struct eng_req *r);
 

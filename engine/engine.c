@@ -237,11 +237,7 @@ int eng_tenant_set(struct eng *e, const char *name, const struct eng_tenant *t)
 
 int eng_wait_idle(struct eng *e, double timeout_s)
 {
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    double t = dl.tv_sec + dl.tv_nsec * 1e-9 + (timeout_s > 0 ? timeout_s : 0);
-    dl.tv_sec = (time_t)t;
-    dl.tv_nsec = (long)((t - (double)dl.tv_sec) * 1e9);
+    struct timespec dl = eng_deadline(timeout_s);
     pthread_mutex_lock(&e->mu);
     int rc = 0;
     while (!(e->idle && e->n_ops == 0 && e->n_live == 0) && rc == 0)

@@ -233,13 +233,19 @@ void eng_req_usage(struct eng_req *r, struct eng_usage *u)
     pthread_mutex_unlock(&r->mu);
 }
 
-int eng_req_wait(struct eng_req *r, double timeout_s)
+struct timespec eng_deadline(double timeout_s)
 {
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     double t = dl.tv_sec + dl.tv_nsec * 1e-9 + (timeout_s > 0 ? timeout_s : 0);
     dl.tv_sec = (time_t)t;
     dl.tv_nsec = (long)((t - (double)dl.tv_sec) * 1e9);
+    return dl;
+}
+
+int eng_req_wait(struct eng_req *r, double timeout_s)
+{
+    struct timespec dl = eng_deadline(timeout_s);
     pthread_mutex_lock(&r->mu);
     int rc = 0;
     while (r->q_len == 0 && !r->done && rc == 0)
