@@ -2,7 +2,7 @@
 # Installs the Debian packages llmd builds and tests with.  Idempotent: a
 # package already installed is left alone.  Works as root or through sudo.
 set -eu
-PKGS="build-essential pkg-config git python3 python3-venv clang libclang-rt-14-dev
+PKGS="build-essential pkg-config git python3 python3-pip python3-venv clang libclang-rt-14-dev
 clang-format cppcheck valgrind curl ca-certificates unzip
 libevent-dev libssl-dev libsqlite3-dev check libsubunit-dev libjansson-dev libpcre2-dev
 libopenblas-dev libsystemd-dev"
