@@ -1,0 +1,1093 @@
+/*
+ * tests/unit/util_llmd.c — the integration harness: temp dir, certificate,
+ * DB through llmadmin, the llmd process, and a small blocking HTTP/1.1
+ * client over verified TLS (see util_llmd.h).
+ *
+ * The one idea for the client: received bytes sit in one buffer; a body is
+ * decoded from it piece by piece (Content-Length, chunked, or to EOF), and
+ * SSE events are cut from the decoded bytes, so a test can read a stream one
+ * event at a time and drop the connection whenever it likes.
+ */
+#include "tests/unit/util_llmd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------ small utilities */
+
+double ul_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void ul_sleep(double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static const char *env_or(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+json_t *ul_jget(json_t *j, const char *path)
+{
+    char part[128];
+    const char *p = path;
+    while (j && *p) {
+        size_t n = strcspn(p, ".");
+        if (n >= sizeof(part))
+            return NULL;
+        memcpy(part, p, n);
+        part[n] = '\0';
+        p += n + (p[n] == '.');
+        if (json_is_array(j)) {
+            char *end;
+            long i = strtol(part, &end, 10);
+            j = *end ? NULL : json_array_get(j, (size_t)i);
+        } else {
+            j = json_object_get(j, part);
+        }
+    }
+    return j;
+}
+
+const char *ul_jstr(json_t *j, const char *path)
+{
+    return json_string_value(ul_jget(j, path));
+}
+
+/* ----------------------------------------- daemons to kill on any exit */
+
+#define MAX_LIVE 16
+static struct ul_env *live[MAX_LIVE];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void kill_daemon(struct ul_env *e)
+{
+    if (e->pid > 0 && e->owner == getpid()) {
+        kill(e->pid, SIGKILL);
+        waitpid(e->pid, NULL, 0);
+    }
+    e->pid = 0;
+}
+
+/* Runs in every process that exits, forked Check children included: each
+ * only touches the daemons it started itself. */
+static void kill_all_at_exit(void)
+{
+    for (int i = 0; i < MAX_LIVE; i++) {
+        if (live[i] && live[i]->owner == getpid()) {
+            kill_daemon(live[i]);
+            if (live[i]->dir[0])
+                nftw(live[i]->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        }
+    }
+}
+
+static void remember(struct ul_env *e, int on)
+{
+    static int registered;
+    if (!registered) {
+        atexit(kill_all_at_exit);
+        registered = 1;
+    }
+    for (int i = 0; i < MAX_LIVE; i++) {
+        if (on && !live[i]) {
+            live[i] = e;
+            return;
+        }
+        if (!on && live[i] == e)
+            live[i] = NULL;
+    }
+}
+
+/* ------------------------------------------------------------ the cert */
+
+static X509 *cert_make(EVP_PKEY *pk)
+{
+    X509 *x = X509_new();
+    unsigned char serial[8];
+    if (!x || RAND_bytes(serial, sizeof(serial)) != 1)
+        goto fail;
+    serial[0] &= 0x7f;
+    BIGNUM *bn = BN_bin2bn(serial, sizeof(serial), NULL);
+    int ok = bn && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) != NULL;
+    BN_free(bn);
+    X509_NAME *nm = X509_get_subject_name(x);
+    ok = ok && X509_set_version(x, 2) && X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
+         X509_gmtime_adj(X509_getm_notAfter(x), 30L * 86400) && X509_set_pubkey(x, pk) &&
+         X509_NAME_add_entry_by_txt(nm, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1,
+                                    -1, 0) &&
+         X509_set_issuer_name(x, nm);
+    const char *exts[][2] = {{"subjectAltName", "DNS:localhost,IP:127.0.0.1"},
+                             {"basicConstraints", "critical,CA:TRUE"},
+                             {"keyUsage", "digitalSignature,keyCertSign"}};
+    X509V3_CTX v3;
+    X509V3_set_ctx_nodb(&v3);
+    X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+    for (size_t i = 0; ok && i < sizeof(exts) / sizeof(exts[0]); i++) {
+        X509_EXTENSION *ext = X509V3_EXT_conf(NULL, &v3, exts[i][0], exts[i][1]);
+        ok = ext && X509_add_ext(x, ext, -1);
+        X509_EXTENSION_free(ext);
+    }
+    if (ok && X509_sign(x, pk, EVP_sha256()) > 0)
+        return x;
+fail:
+    X509_free(x);
+    return NULL;
+}
+
+/* Writes through a temp file and rename, so a reloading daemon never sees half a file. */
+static int pem_write(const char *path, X509 *x, EVP_PKEY *pk)
+{
+    char tmp[UL_PATH + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int ok = x ? PEM_write_X509(f, x) : PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL);
+    ok = fclose(f) == 0 && ok;
+    return ok && rename(tmp, path) == 0 ? 0 : -1;
+}
+
+int ul_cert_write(const char *cert_path, const char *key_path)
+{
+    EVP_PKEY *pk = EVP_EC_gen("P-256");
+    X509 *x = pk ? cert_make(pk) : NULL;
+    int rc = x && pem_write(key_path, NULL, pk) == 0 && pem_write(cert_path, x, NULL) == 0 ? 0 : -1;
+    X509_free(x);
+    EVP_PKEY_free(pk);
+    return rc;
+}
+
+static X509 *cert_read(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    return x;
+}
+
+int ul_trust_file(struct ul_env *e, const char *path)
+{
+    X509 *x = cert_read(path);
+    int ok = x && X509_STORE_add_cert(SSL_CTX_get_cert_store(e->ctx), x) == 1;
+    X509_free(x);
+    return ok ? 0 : -1;
+}
+
+int ul_file_fingerprint(const char *path, unsigned char out[32])
+{
+    X509 *x = cert_read(path);
+    unsigned int n = 0;
+    int ok = x && X509_digest(x, EVP_sha256(), out, &n) == 1 && n == 32;
+    X509_free(x);
+    return ok ? 0 : -1;
+}
+
+/* ---------------------------------------------------------- the env */
+
+static int client_ctx(struct ul_env *e)
+{
+    e->ctx = SSL_CTX_new(TLS_client_method());
+    if (!e->ctx)
+        return -1;
+    SSL_CTX_set_verify(e->ctx, SSL_VERIFY_PEER, NULL);
+    /* A daemon that drops a connection without close_notify reads as EOF. */
+    SSL_CTX_set_options(e->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    return ul_trust_file(e, e->cert);
+}
+
+static void env_paths(struct ul_env *e)
+{
+    snprintf(e->db, sizeof(e->db), "%s/llmd.db", e->dir);
+    snprintf(e->cert, sizeof(e->cert), "%s/cert.pem", e->dir);
+    snprintf(e->key, sizeof(e->key), "%s/key.pem", e->dir);
+    snprintf(e->log, sizeof(e->log), "%s/llmd.log", e->dir);
+    snprintf(e->sock, sizeof(e->sock), "%s/admin.sock", e->dir);
+    const char *bin = env_or("LLMD_BIN_DIR", "build/bin");
+    snprintf(e->llmd, sizeof(e->llmd), "%s/llmd", bin);
+    snprintf(e->admin, sizeof(e->admin), "%s/llmadmin", bin);
+    snprintf(e->model, sizeof(e->model), "%s",
+             env_or("LLMD_MODEL", "models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    const char *base = strrchr(e->model, '/');
+    snprintf(e->model_id, sizeof(e->model_id), "%s", base ? base + 1 : e->model);
+    size_t n = strlen(e->model_id);
+    if (n > 5 && strcmp(e->model_id + n - 5, ".gguf") == 0)
+        e->model_id[n - 5] = '\0';
+}
+
+struct ul_env *ul_env_new(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* a write to a dropped connection is an error, not a death */
+    struct ul_env *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    snprintf(e->dir, sizeof(e->dir), "%s/llmd-test-XXXXXX", env_or("TMPDIR", "/tmp"));
+    if (!mkdtemp(e->dir)) {
+        fprintf(stderr, "ul_env_new: mkdtemp %s: %s\n", e->dir, strerror(errno));
+        free(e);
+        return NULL;
+    }
+    e->owner = getpid();
+    remember(e, 1);
+    env_paths(e);
+    const char *why = NULL;
+    if (access(e->llmd, X_OK) != 0 || access(e->admin, X_OK) != 0)
+        why = "llmd or llmadmin not found (set LLMD_BIN_DIR)";
+    else if (ul_cert_write(e->cert, e->key) != 0 || client_ctx(e) != 0)
+        why = "certificate";
+    else if (ul_admin(e, NULL, "init", UL_END) != 0)
+        why = "llmadmin init";
+    if (why) {
+        fprintf(stderr, "ul_env_new: %s (%s, %s)\n", why, e->llmd, e->admin);
+        ul_dump_log(e);
+        ul_env_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void ul_env_free(struct ul_env *e)
+{
+    if (!e)
+        return;
+    if (e->owner == getpid()) {
+        kill_daemon(e);
+        nftw(e->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    remember(e, 0);
+    SSL_CTX_free(e->ctx);
+    free(e);
+}
+
+void ul_dump_log(struct ul_env *e)
+{
+    FILE *f = fopen(e->log, "r");
+    if (!f)
+        return;
+    char buf[8192];
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    fprintf(stderr, "---- %s (tail) ----\n%s---- end of log ----\n", e->log, buf);
+}
+
+/* ------------------------------------------------------------ llmadmin */
+
+/* fork + exec argv with stdout into a pipe (when out) and stderr appended to the log. */
+static int run_capture(struct ul_env *e, char *const *argv, char **out)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int lf = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(pfd[1], 1);
+        if (lf >= 0)
+            dup2(lf, 2);
+        close(pfd[0]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    ssize_t n;
+    while (buf && (n = read(pfd[0], buf + len, cap - len - 1)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        len += (size_t)n;
+        if (cap - len < 1024) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                break;
+            buf = nb;
+        }
+    }
+    close(pfd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (buf)
+        buf[len] = '\0';
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int admin_v(struct ul_env *e, char **out, const char *first, va_list ap)
+{
+    char *argv[48];
+    int n = 0;
+    argv[n++] = e->admin;
+    argv[n++] = "--db";
+    argv[n++] = e->db;
+    for (const char *a = first; a && n < 47; a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    argv[n] = NULL;
+    return run_capture(e, argv, out);
+}
+
+int ul_admin(struct ul_env *e, char **out, ...)
+{
+    va_list ap;
+    va_start(ap, out);
+    const char *first = va_arg(ap, const char *);
+    int rc = admin_v(e, out, first, ap);
+    va_end(ap);
+    return rc;
+}
+
+int ul_tenant_add(struct ul_env *e, const char *name, ...)
+{
+    char *argv[48];
+    int n = 0;
+    const char *pre[] = {e->admin, "--db", e->db, "tenant", "add", name};
+    for (size_t i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
+        argv[n++] = (char *)pre[i];
+    va_list ap;
+    va_start(ap, name);
+    for (const char *a = va_arg(ap, const char *); a && n < 47; a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    return run_capture(e, argv, NULL) == 0 ? 0 : -1;
+}
+
+int ul_key_create(struct ul_env *e, const char *tenant, char *key, size_t cap, long *id)
+{
+    char *out = NULL;
+    int rc = ul_admin(e, &out, "--json", "key", "create", tenant, UL_END);
+    json_t *j = rc == 0 && out ? json_loads(out, 0, NULL) : NULL;
+    const char *k = ul_jstr(j, "key");
+    int ok = k && strlen(k) < cap;
+    if (ok) {
+        snprintf(key, cap, "%s", k);
+        if (id)
+            *id = (long)json_integer_value(json_object_get(j, "id"));
+    } else {
+        fprintf(stderr, "ul_key_create %s: status %d, output: %s\n", tenant, rc, out ? out : "");
+    }
+    json_decref(j);
+    free(out);
+    return ok ? 0 : -1;
+}
+
+json_t *ul_ledger(struct ul_env *e)
+{
+    char *out = NULL;
+    int rc = ul_admin(e, &out, "--json", "usage", "--rows", "100000", UL_END);
+    json_error_t err;
+    json_t *j = rc == 0 && out ? json_loads(out, 0, &err) : NULL;
+    if (!json_is_array(j)) {
+        fprintf(stderr, "ul_ledger: status %d, output: %.300s\n", rc, out ? out : "");
+        json_decref(j);
+        j = NULL;
+    }
+    free(out);
+    return j;
+}
+
+int ul_ledger_count(struct ul_env *e, const char *tenant, const char *finish)
+{
+    json_t *rows = ul_ledger(e);
+    if (!rows)
+        return -1;
+    int n = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        const char *t = ul_jstr(row, "tenant"), *f = ul_jstr(row, "finish");
+        if ((!tenant || (t && strcmp(t, tenant) == 0)) &&
+            (!finish || (f && strcmp(f, finish) == 0)))
+            n++;
+    }
+    json_decref(rows);
+    return n;
+}
+
+json_t *ul_ledger_find(json_t *rows, const char *request_id)
+{
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        const char *id = ul_jstr(row, "request_id");
+        if (id && request_id && strcmp(id, request_id) == 0)
+            return row;
+    }
+    return NULL;
+}
+
+/* -------------------------------------------------------------- daemon */
+
+int ul_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static void exec_daemon(struct ul_env *e, char **argv, pid_t parent)
+{
+    /* Dies with the test process even when that is killed outright. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    int lf = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int nul = open("/dev/null", O_RDWR);
+    if (lf < 0 || nul < 0)
+        _exit(127);
+    dup2(nul, 0);
+    dup2(lf, 1);
+    dup2(lf, 2);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+static int health_ok(struct ul_env *e)
+{
+    struct ul_resp r;
+    int ok = ul_request(e, "GET", "/health", NULL, NULL, NULL, &r) == 0 && r.status == 200;
+    ul_resp_free(&r);
+    return ok;
+}
+
+int ul_start(struct ul_env *e, const char *const *extra)
+{
+    char listen[64], *argv[64];
+    e->port = ul_free_port();
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", e->port);
+    const char *base[] = {e->llmd, "--model",     e->model, "--listen",    listen, "--tls-cert",
+                          e->cert, "--tls-key",   e->key,   "--db",        e->db,  "--admin-socket",
+                          e->sock, "--kv-blocks", "256",    "--log-level", "info"};
+    int n = 0;
+    for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++)
+        argv[n++] = (char *)base[i];
+    for (int i = 0; extra && extra[i] && n < 63; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0)
+        exec_daemon(e, argv, parent);
+    e->pid = pid;
+    e->owner = parent;
+    e->exit_status = -1;
+    double deadline = ul_now() + 120;
+    while (ul_now() < deadline) {
+        if (!ul_alive(e)) {
+            fprintf(stderr, "ul_start: llmd exited before it was ready\n");
+            ul_dump_log(e);
+            return -1;
+        }
+        if (health_ok(e))
+            return 0;
+        ul_sleep(0.1);
+    }
+    fprintf(stderr, "ul_start: llmd not ready after 120 s\n");
+    ul_dump_log(e);
+    kill_daemon(e);
+    return -1;
+}
+
+void ul_signal(struct ul_env *e, int sig)
+{
+    if (e->pid > 0)
+        kill(e->pid, sig);
+}
+
+static int reap(struct ul_env *e, int flags)
+{
+    int st;
+    pid_t r = waitpid(e->pid, &st, flags);
+    if (r != e->pid)
+        return -2;
+    e->pid = 0;
+    e->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    return e->exit_status;
+}
+
+int ul_alive(struct ul_env *e)
+{
+    if (e->pid > 0 && e->owner != getpid()) /* a forked test cannot reap its parent's child */
+        return kill(e->pid, 0) == 0;
+    return e->pid > 0 && reap(e, WNOHANG) == -2;
+}
+
+int ul_wait_exit(struct ul_env *e, double timeout)
+{
+    if (e->pid <= 0)
+        return e->exit_status; /* already reaped by ul_alive */
+    double deadline = ul_now() + timeout;
+    while (ul_now() < deadline) {
+        int rc = reap(e, WNOHANG);
+        if (rc != -2)
+            return rc;
+        ul_sleep(0.02);
+    }
+    fprintf(stderr, "ul_wait_exit: llmd still running after %.0f s; killing it\n", timeout);
+    ul_dump_log(e);
+    kill_daemon(e);
+    return -1;
+}
+
+int ul_stop(struct ul_env *e, double timeout)
+{
+    ul_signal(e, SIGTERM);
+    return ul_wait_exit(e, timeout);
+}
+
+/* ---------------------------------------------------------- the client */
+
+int ul_tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+static void set_timeouts(int fd, double timeout)
+{
+    struct timeval tv = {.tv_sec = (time_t)timeout,
+                         .tv_usec = (suseconds_t)((timeout - (double)(time_t)timeout) * 1e6)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+struct ul_conn *ul_connect(struct ul_env *e, double timeout)
+{
+    int fd = ul_tcp_connect(e->port);
+    if (fd < 0)
+        return NULL;
+    set_timeouts(fd, timeout);
+    struct ul_conn *c = calloc(1, sizeof(*c));
+    SSL *ssl = SSL_new(e->ctx);
+    if (!c || !ssl) {
+        SSL_free(ssl);
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    c->fd = fd;
+    c->ssl = ssl;
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), "127.0.0.1");
+    SSL_set_fd(ssl, fd);
+    if (SSL_connect(ssl) != 1 || SSL_get_verify_result(ssl) != X509_V_OK) {
+        ERR_clear_error();
+        ul_conn_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+void ul_conn_close(struct ul_conn *c)
+{
+    if (!c)
+        return;
+    SSL_free(c->ssl); /* no close_notify: a vanishing client sends none either */
+    close(c->fd);
+    free(c->buf);
+    free(c->ev);
+    free(c);
+}
+
+int ul_conn_write(struct ul_conn *c, const void *p, size_t n)
+{
+    const char *s = p;
+    while (n > 0) {
+        int w = SSL_write(c->ssl, s, n > 65536 ? 65536 : (int)n);
+        if (w <= 0) {
+            ERR_clear_error();
+            return -1;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int ul_conn_readable(struct ul_conn *c, int ms)
+{
+    if (c->pos < c->len || SSL_pending(c->ssl) > 0)
+        return 1;
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    return poll(&p, 1, ms) > 0;
+}
+
+int ul_peer_fingerprint(struct ul_conn *c, unsigned char out[32])
+{
+    X509 *x = SSL_get1_peer_certificate(c->ssl);
+    unsigned int n = 0;
+    int ok = x && X509_digest(x, EVP_sha256(), out, &n) == 1 && n == 32;
+    X509_free(x);
+    return ok ? 0 : -1;
+}
+
+/* Reads more bytes: > 0 read, 0 at EOF, -1 on error or timeout. */
+static int conn_fill(struct ul_conn *c)
+{
+    if (c->pos > 0 && c->pos == c->len)
+        c->pos = c->len = 0;
+    if (c->cap - c->len < 4096) {
+        size_t cap = c->cap ? c->cap * 2 : 16384;
+        char *nb = realloc(c->buf, cap + 1);
+        if (!nb)
+            return -1;
+        c->buf = nb;
+        c->cap = cap;
+    }
+    int n = SSL_read(c->ssl, c->buf + c->len, (int)(c->cap - c->len));
+    if (n > 0) {
+        c->len += (size_t)n;
+        return n;
+    }
+    int err = SSL_get_error(c->ssl, n);
+    ERR_clear_error();
+    if (err == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+        c->timed_out = 1;
+    if (err == SSL_ERROR_SYSCALL && errno == 0)
+        return 0;
+    return -1;
+}
+
+/* A line ending in CRLF (CR and LF removed), malloc'd; NULL at EOF or error. */
+static char *conn_line(struct ul_conn *c)
+{
+    for (;;) {
+        char *s = c->buf ? memchr(c->buf + c->pos, '\n', c->len - c->pos) : NULL;
+        if (s) {
+            size_t n = (size_t)(s - (c->buf + c->pos));
+            char *line = strndup(c->buf + c->pos, n);
+            c->pos += n + 1;
+            if (line && n > 0 && line[n - 1] == '\r')
+                line[n - 1] = '\0';
+            return line;
+        }
+        if (conn_fill(c) <= 0)
+            return NULL;
+    }
+}
+
+int ul_send(struct ul_conn *c, const char *method, const char *path, const char *key,
+            const char *body, const char *headers)
+{
+    char *req = NULL;
+    size_t blen = body ? strlen(body) : 0;
+    int n = asprintf(&req,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s%s"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                     method, path, key ? "Authorization: Bearer " : "", key ? key : "",
+                     key ? "\r\n" : "", headers ? headers : "", blen);
+    if (n < 0)
+        return -1;
+    int rc = ul_conn_write(c, req, (size_t)n);
+    free(req);
+    return rc == 0 && blen ? ul_conn_write(c, body, blen) : rc;
+}
+
+static int head_append(struct ul_resp *r, size_t *len, const char *line)
+{
+    size_t n = strlen(line);
+    char *nh = realloc(r->head, *len + n + 2);
+    if (!nh)
+        return -1;
+    r->head = nh;
+    memcpy(r->head + *len, line, n);
+    r->head[*len + n] = '\n';
+    r->head[*len + n + 1] = '\0';
+    *len += n + 1;
+    return 0;
+}
+
+int ul_read_head(struct ul_conn *c, struct ul_resp *r)
+{
+    memset(r, 0, sizeof(*r));
+    char *line = conn_line(c);
+    if (!line || sscanf(line, "HTTP/1.%*d %d", &r->status) != 1) {
+        free(line);
+        return -1;
+    }
+    free(line);
+    size_t len = 0;
+    while ((line = conn_line(c)) && line[0]) {
+        int rc = head_append(r, &len, line);
+        free(line);
+        if (rc)
+            return -1;
+    }
+    if (!line)
+        return -1;
+    free(line);
+    char v[64];
+    c->chunked = ul_header(r, "Transfer-Encoding", v, sizeof(v)) && strcasestr(v, "chunked");
+    c->remaining = 0;
+    c->to_eof = 0;
+    c->body_done = 0;
+    c->ev_len = 0;
+    if (!c->chunked && ul_header(r, "Content-Length", v, sizeof(v)))
+        c->remaining = atol(v);
+    else if (!c->chunked)
+        c->to_eof = r->status >= 200 && r->status != 204 && r->status != 304;
+    c->body_done = !c->chunked && !c->to_eof && c->remaining == 0;
+    return 0;
+}
+
+/* The next chunk size line; for the last one, the trailers too.  -1 on error. */
+static int chunk_start(struct ul_conn *c)
+{
+    char *line = conn_line(c);
+    if (!line)
+        return -1;
+    char *end;
+    long n = strtol(line, &end, 16);
+    int bad = end == line || n < 0;
+    free(line);
+    if (bad)
+        return -1;
+    c->remaining = n;
+    if (n > 0)
+        return 0;
+    while ((line = conn_line(c)) && line[0])
+        free(line);
+    if (!line)
+        return -1;
+    free(line);
+    c->body_done = 1;
+    return 0;
+}
+
+/* Moves some body bytes into c->ev: 1 moved, 0 body complete, -1 error. */
+static int body_step(struct ul_conn *c)
+{
+    if (c->body_done)
+        return 0;
+    if (c->chunked && c->remaining == 0 && chunk_start(c) != 0)
+        return -1;
+    if (c->body_done)
+        return 0;
+    if (c->pos == c->len) {
+        int n = conn_fill(c);
+        if (n == 0 && c->to_eof) {
+            c->body_done = 1;
+            return 0;
+        }
+        if (n <= 0)
+            return -1;
+    }
+    size_t take = c->len - c->pos;
+    if (!c->to_eof && (long)take > c->remaining)
+        take = (size_t)c->remaining;
+    if (c->ev_cap - c->ev_len < take + 1) {
+        size_t cap = (c->ev_len + take + 1) * 2;
+        char *nb = realloc(c->ev, cap);
+        if (!nb)
+            return -1;
+        c->ev = nb;
+        c->ev_cap = cap;
+    }
+    memcpy(c->ev + c->ev_len, c->buf + c->pos, take);
+    c->ev_len += take;
+    c->ev[c->ev_len] = '\0';
+    c->pos += take;
+    if (!c->to_eof)
+        c->remaining -= (long)take;
+    if (c->chunked && c->remaining == 0) {
+        char *crlf = conn_line(c);
+        if (!crlf || crlf[0]) {
+            free(crlf);
+            return -1;
+        }
+        free(crlf);
+    } else if (!c->chunked && !c->to_eof && c->remaining == 0) {
+        c->body_done = 1;
+    }
+    return 1;
+}
+
+int ul_read_body(struct ul_conn *c, struct ul_resp *r)
+{
+    int rc;
+    while ((rc = body_step(c)) > 0)
+        ;
+    if (rc < 0)
+        return -1;
+    r->body = c->ev ? c->ev : strdup("");
+    r->body_len = c->ev_len;
+    c->ev = NULL;
+    c->ev_len = c->ev_cap = 0;
+    if (!r->body)
+        return -1;
+    r->json = json_loadb(r->body, r->body_len, 0, NULL);
+    return 0;
+}
+
+int ul_read_response(struct ul_conn *c, struct ul_resp *r)
+{
+    return ul_read_head(c, r) == 0 && ul_read_body(c, r) == 0 ? 0 : -1;
+}
+
+int ul_request(struct ul_env *e, const char *method, const char *path, const char *key,
+               const char *body, const char *headers, struct ul_resp *r)
+{
+    memset(r, 0, sizeof(*r));
+    struct ul_conn *c = ul_connect(e, 60);
+    if (!c)
+        return -1;
+    int rc = ul_send(c, method, path, key, body, headers) == 0 ? ul_read_response(c, r) : -1;
+    ul_conn_close(c);
+    return rc;
+}
+
+int ul_post(struct ul_env *e, const char *path, const char *key, json_t *body, struct ul_resp *r)
+{
+    char *s = json_dumps(body, JSON_COMPACT);
+    int rc = s ? ul_request(e, "POST", path, key, s, NULL, r) : -1;
+    free(s);
+    return rc;
+}
+
+void ul_resp_free(struct ul_resp *r)
+{
+    free(r->head);
+    free(r->body);
+    json_decref(r->json);
+    memset(r, 0, sizeof(*r));
+}
+
+const char *ul_header(const struct ul_resp *r, const char *name, char *buf, size_t cap)
+{
+    size_t n = strlen(name);
+    for (const char *l = r->head; l && *l;) {
+        const char *eol = strchr(l, '\n');
+        if (strncasecmp(l, name, n) == 0 && l[n] == ':') {
+            const char *v = l + n + 1;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            size_t vn = (size_t)((eol ? eol : v + strlen(v)) - v);
+            while (vn > 0 && (v[vn - 1] == ' ' || v[vn - 1] == '\r'))
+                vn--;
+            snprintf(buf, cap, "%.*s", (int)vn, v);
+            return buf;
+        }
+        l = eol ? eol + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* Cuts one event (up to a blank line) from c->ev: its data lines joined. */
+static char *sse_cut(struct ul_conn *c, int *got)
+{
+    char *end = c->ev ? strstr(c->ev, "\n\n") : NULL;
+    char *crlf = c->ev ? strstr(c->ev, "\r\n\r\n") : NULL;
+    size_t sep = 2;
+    if (crlf && (!end || crlf < end))
+        end = crlf, sep = 4;
+    *got = end != NULL;
+    if (!end)
+        return NULL;
+    size_t evlen = (size_t)(end - c->ev);
+    char *data = calloc(1, evlen + 1);
+    size_t dn = 0;
+    int lines = 0;
+    for (char *l = c->ev; data && l < end;) {
+        char *nl = memchr(l, '\n', (size_t)(end - l));
+        size_t ln = (size_t)((nl ? nl : end) - l);
+        if (ln > 0 && l[ln - 1] == '\r')
+            ln--;
+        if (ln >= 5 && strncmp(l, "data:", 5) == 0) {
+            size_t skip = 5 + (ln > 5 && l[5] == ' ');
+            if (lines++)
+                data[dn++] = '\n';
+            memcpy(data + dn, l + skip, ln - skip);
+            dn += ln - skip;
+        }
+        l = nl ? nl + 1 : end;
+    }
+    memmove(c->ev, end + sep, c->ev_len - (evlen + sep) + 1);
+    c->ev_len -= evlen + sep;
+    if (lines == 0) { /* a comment or keep-alive: not an event */
+        free(data);
+        return NULL;
+    }
+    return data;
+}
+
+int ul_sse_next(struct ul_conn *c, char **data)
+{
+    *data = NULL;
+    for (;;) {
+        int got = 0;
+        char *d = sse_cut(c, &got);
+        if (d) {
+            *data = d;
+            return 1;
+        }
+        if (got)
+            continue;
+        int rc = body_step(c);
+        if (rc <= 0)
+            return rc;
+    }
+}
+
+json_t *ul_sse_collect(struct ul_conn *c, int *saw_done)
+{
+    json_t *arr = json_array();
+    char *d;
+    int rc;
+    *saw_done = 0;
+    while ((rc = ul_sse_next(c, &d)) == 1) {
+        if (*saw_done) { /* anything after [DONE] is wrong */
+            *saw_done = 0;
+            free(d);
+            continue;
+        }
+        if (strcmp(d, "[DONE]") == 0) {
+            *saw_done = 1;
+            free(d);
+            continue;
+        }
+        json_t *j = json_loads(d, 0, NULL);
+        if (!j)
+            fprintf(stderr, "ul_sse_collect: event is not JSON: %.200s\n", d);
+        free(d);
+        if (!j) {
+            json_decref(arr);
+            return NULL;
+        }
+        json_array_append_new(arr, j);
+    }
+    if (rc < 0) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* --------------------------------------------------------------- metrics */
+
+/* 1 when the label lists a and b ("k=\"v\",...") hold the same pairs. */
+static int labels_equal(const char *a, size_t an, const char *b)
+{
+    size_t bn = strlen(b), na = 0, nb = 0;
+    for (size_t i = 0; i < an; i++)
+        na += a[i] == '=';
+    for (size_t i = 0; i < bn; i++)
+        nb += b[i] == '=';
+    if (na != nb)
+        return 0;
+    /* every pair of b occurs in a (names and values hold no commas here) */
+    for (const char *p = b; *p;) {
+        size_t n = strcspn(p, ",");
+        int found = 0;
+        for (size_t i = 0; i + n <= an && !found; i++)
+            found = (i == 0 || a[i - 1] == ',') && strncmp(a + i, p, n) == 0 &&
+                    (i + n == an || a[i + n] == ',');
+        if (!found)
+            return 0;
+        p += n + (p[n] == ',');
+    }
+    return 1;
+}
+
+int ul_metric(struct ul_env *e, const char *name, const char *labels, double *out)
+{
+    struct ul_resp r;
+    if (ul_request(e, "GET", "/metrics", NULL, NULL, NULL, &r) != 0 || r.status != 200) {
+        ul_resp_free(&r);
+        return -1;
+    }
+    size_t nn = strlen(name);
+    int found = 0;
+    for (char *l = r.body; l && *l && !found;) {
+        char *eol = strchr(l, '\n');
+        if (strncmp(l, name, nn) == 0 && (l[nn] == '{' || l[nn] == ' ')) {
+            const char *lb = l + nn, *le = lb;
+            size_t ln = 0;
+            if (*lb == '{') {
+                le = strchr(lb, '}');
+                ln = le ? (size_t)(le - lb - 1) : 0;
+                lb++;
+                le = le ? le + 1 : lb;
+            }
+            if (le && labels_equal(lb, ln, labels)) {
+                *out = strtod(le, NULL);
+                found = 1;
+            }
+        }
+        l = eol ? eol + 1 : NULL;
+    }
+    ul_resp_free(&r);
+    return found;
+}
