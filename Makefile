@@ -13,7 +13,8 @@ CUDA_ARCHS ?= 80 90
 MODEL   ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 VOCABS  := $(addprefix models/vocab/ggml-vocab-,llama-spm.gguf llama-bpe.gguf qwen2.gguf)
 
-PKGS     := jansson libpcre2-8 openblas
+PKGS     := jansson libpcre2-8 openblas libevent libevent_openssl libevent_pthreads openssl \
+	sqlite3 libsystemd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -26,16 +27,21 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -fopenmp -pthread \
 LDLIBS   := $(PKG_LIBS) -fopenmp -pthread -ldl -lm
 
 # Library folders in link order: a folder may only use folders after it.
-LIBDIRS  := engine sched swap model kvcache kernels kernels/cpu
+# A folder's main.c is its program's entry point, kept out of its library.
+LIBDIRS  := admin daemon engine sched swap model kvcache kernels kernels/cpu db
 LIBDIRS  := $(foreach d,$(LIBDIRS),$(if $(wildcard $(d)/*.c),$(d)))
 libname   = $(BUILD)/lib/lib$(subst /,_,$(1)).a
 LIBS     := $(foreach d,$(LIBDIRS),$(call libname,$(d)))
 
 TOOLS    := llmgen
+PROGS    := llmd llmadmin
+BINS     := $(addprefix $(BUILD)/bin/,$(TOOLS) $(PROGS))
 TESTS    := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
+# Helpers shared by the suites (tests/unit/util_*.c) are linked into each.
+TEST_UTIL := $(patsubst %.c,$(BUILD)/obj/%.o,tests/unit/check_main.c $(wildcard tests/unit/util_*.c))
 
-.PHONY: all test unit asan lint deps model run clean cuda fuzz bench-gen format
-all: $(addprefix $(BUILD)/bin/,$(TOOLS)) $(if $(filter 1,$(CUDA)),cuda)
+.PHONY: all test unit compat asan lint deps model run clean cuda fuzz bench-gen format
+all: $(BINS) $(if $(filter 1,$(CUDA)),cuda)
 
 # --- objects and libraries --------------------------------------------------
 $(BUILD)/obj/%.o: %.c
@@ -43,11 +49,19 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 define lib_rule
-$(call libname,$(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)/*.c))
+$(call libname,$(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out $(1)/main.c,$(wildcard $(1)/*.c)))
 	@mkdir -p $$(dir $$@)
 	rm -f $$@ && ar rcs $$@ $$^
 endef
 $(foreach d,$(LIBDIRS),$(eval $(call lib_rule,$(d))))
+
+# The programs: llmd is daemon/main.c, llmadmin is admin/main.c, over the libraries.
+$(BUILD)/bin/llmd: $(BUILD)/obj/daemon/main.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+$(BUILD)/bin/llmadmin: $(BUILD)/obj/admin/main.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
 # A tool is tools/NAME.c plus any tools/NAME_*.c beside it.
 .SECONDEXPANSION:
@@ -57,17 +71,23 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o \
 	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.o,$^) $(LIBS) $(LDLIBS)
 
 # --- tests -------------------------------------------------------------------
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/tests/unit/check_main.o $(LIBS)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_UTIL) $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/obj/tests/unit/check_main.o $(LIBS) $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_UTIL) $(LIBS) $(LDLIBS) $(CHECK_LIBS)
 
-unit: $(addprefix $(BUILD)/tests/,$(TESTS)) $(MODEL) $(VOCABS)
+# Integration suites start the llmd and llmadmin of the same build.
+unit: $(addprefix $(BUILD)/tests/,$(TESTS)) $(BINS) $(MODEL) $(VOCABS)
 	@fail=0; for t in $(TESTS); do \
-	  echo "== $$t"; LLMD_MODEL=$(MODEL) $(BUILD)/tests/$$t || fail=1; \
+	  echo "== $$t"; LLMD_MODEL=$(MODEL) LLMD_BIN_DIR=$(BUILD)/bin $(BUILD)/tests/$$t || fail=1; \
 	done; exit $$fail
 
-# The whole suite: unit + integration suites, then the same under ASan/UBSan.
-test: all unit asan
+# Compatibility: the official openai Python SDK and curl against a live llmd.
+compat: $(BINS) $(MODEL)
+	@sh tests/compat/run.sh $(BUILD)/bin $(MODEL)
+
+# The whole suite: unit + integration suites, compatibility with real
+# clients, then the suites again under ASan/UBSan.
+test: all unit compat asan
 
 asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -171,6 +171,7 @@ struct eng_usage {
     int completion_tokens;
     int preempt_swap, preempt_recompute; /* times a sequence of it was preempted */
     double t_submit;                     /* CLOCK_MONOTONIC seconds */
+    double t_sched;                      /* first scheduled on the device, 0 when not yet */
     double t_first;                      /* first token, 0 when none */
     double t_done;                       /* finish, 0 while running */
     long step_admitted, step_first;      /* engine steps: taken in, first scheduled */

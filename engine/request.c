@@ -160,6 +160,7 @@ void eng_req_update_usage(struct eng_req *r, const struct eng_usage *u)
     r->usage.preempt_recompute = u->preempt_recompute;
     r->usage.step_admitted = u->step_admitted;
     r->usage.step_first = u->step_first;
+    r->usage.t_sched = u->t_sched;
     pthread_mutex_unlock(&r->mu);
 }
 

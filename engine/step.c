@@ -99,8 +99,10 @@ static int step_batch(struct eng *e, const struct sched_plan *p, struct be_batch
             return -1;
         e->rows[i] = row;
         struct eng_req *r = c->req->user;
-        if (r->eu.step_first == 0)
+        if (r->eu.step_first == 0) {
             r->eu.step_first = p->step;
+            r->eu.t_sched = eng_now();
+        }
         e->items[i] = (struct eng_step_item){.req_id = c->req->id,
                                              .seq = c->seq->index,
                                              .start = c->start,

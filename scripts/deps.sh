@@ -3,7 +3,7 @@
 # package already installed is left alone.  Works as root or through sudo.
 set -eu
 PKGS="build-essential pkg-config git python3 python3-pip python3-venv clang libclang-rt-14-dev
-clang-format cppcheck valgrind curl ca-certificates unzip
+clang-format cppcheck valgrind curl ca-certificates unzip openssl sqlite3 prometheus
 libevent-dev libssl-dev libsqlite3-dev check libsubunit-dev libjansson-dev libpcre2-dev
 libopenblas-dev libsystemd-dev"
 missing=""
