@@ -9,6 +9,7 @@
 #include "daemon/tenants.h"
 
 #include <check.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,38 @@ START_TEST(reload_adds_tenants_and_keeps_live_state_by_name)
 }
 END_TEST
 
+START_TEST(reload_disables_a_deleted_tenant_but_keeps_its_struct)
+{
+    struct fx f = {0};
+    fx_init(&f);
+    add_plain_tenant(&f, "alpha");
+    add_plain_tenant(&f, "gone");
+    char hdr[128];
+    add_key(&f, "gone", 0, hdr, sizeof(hdr));
+    fx_load(&f);
+    struct tn_tenant *g = tn_find(f.tt, "gone");
+    struct api_error e;
+    ck_assert_int_eq(tn_admit(f.tt, g, 1, 0.0, &e), 0);
+    /* db.h has no delete: do what an operator's sqlite3 shell would */
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(f.path, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h,
+                                  "PRAGMA foreign_keys=ON; DELETE FROM tenants WHERE name='gone'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    refresh(&f, 1);
+    ck_assert_ptr_eq(tn_find(f.tt, "gone"), g);
+    ck_assert_int_eq(g->cfg.enabled, 0);
+    ck_assert_int_eq(g->in_flight, 1);
+    ck_assert_int_eq(tn_find(f.tt, "alpha")->cfg.enabled, 1);
+    assert_refused(f.tt, hdr, 401, "invalid_api_key", "Incorrect");
+    tn_release(f.tt, g, 1, 1, 1.0);
+    ck_assert_int_eq(g->in_flight, 0);
+    fx_free(&f);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- quotas */
 
 /* A table with one tenant "q" whose caps the caller set in dt. */
@@ -505,6 +538,7 @@ Suite *test_suite(void)
     tcase_add_test(a, auth_refuses_expired_key_from_its_expiry_on);
     tcase_add_test(a, auth_refuses_disabled_tenant_with_403_until_enabled);
     tcase_add_test(a, reload_adds_tenants_and_keeps_live_state_by_name);
+    tcase_add_test(a, reload_disables_a_deleted_tenant_but_keeps_its_struct);
     suite_add_tcase(s, a);
     TCase *q = tcase_create("quotas");
     tcase_add_test(q, max_tokens_refuses_one_over_the_cap_with_400);
