@@ -189,10 +189,12 @@ static void sv_token(struct sv_req *sv, int i, const struct eng_token *tk)
 
 /* ---------------------------------------------------------- streaming -- */
 
-static void sv_write_event(struct sv_req *sv, char *ev, size_t len)
+/* Writes and frees one rendered event; len is read only after ev was
+ * rendered (callers pass &len of the same call). */
+static void sv_write_event(struct sv_req *sv, char *ev, const size_t *len)
 {
     if (ev && sv->http)
-        http_stream_write(sv->http, ev, len);
+        http_stream_write(sv->http, ev, *len);
     free(ev);
 }
 
@@ -209,7 +211,7 @@ static void sv_stream(struct sv_req *sv)
         char *ev = api_render_chunk(&sv->meta, k, 0, c->text ? c->text + c->sent : "",
                                     end > c->sent ? end - c->sent : 0, fin ? c->finish : NULL,
                                     c->lp, &len);
-        sv_write_event(sv, ev, len);
+        sv_write_event(sv, ev, &len);
         if (end > c->sent)
             c->sent = end;
         if (fin)
@@ -298,11 +300,11 @@ static void sv_respond(struct sv_req *sv, const struct sv_totals *s)
     size_t len = 0;
     if (sv->rq.stream) {
         if (sv->err.status) {
-            sv_write_event(sv, api_render_error_event(&sv->err, &len), len);
+            sv_write_event(sv, api_render_error_event(&sv->err, &len), &len);
         } else {
             sv_stream(sv);
             if (sv->rq.include_usage)
-                sv_write_event(sv, api_render_usage_chunk(&sv->meta, &au, &len), len);
+                sv_write_event(sv, api_render_usage_chunk(&sv->meta, &au, &len), &len);
         }
         http_stream_write(sv->http, "data: [DONE]\n\n", 14);
         http_stream_end(sv->http);
@@ -540,7 +542,7 @@ void sv_start(struct sv_req *sv, int32_t **ids)
     if (sv->rq.kind == API_CHAT)
         for (int k = 0; k < sv->n_choices; k++) {
             size_t len = 0;
-            sv_write_event(sv, api_render_chunk(&sv->meta, k, 1, "", 0, NULL, NULL, &len), len);
+            sv_write_event(sv, api_render_chunk(&sv->meta, k, 1, "", 0, NULL, NULL, &len), &len);
         }
 }
 

@@ -70,6 +70,14 @@ void be_process_init(char **argv)
      * gap between two operations of one forward pass, short enough that a
      * worker left idle gives its core back (see kernels/cpu/cpu_backend.c). */
     setenv("GOMP_SPINCOUNT", LLMD_GOMP_SPINCOUNT, 1);
+    /* exec the resolved path, not /proc/self/exe, so that the process keeps
+     * its own name (ps, pgrep, top show "llmd", not "exe") */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = 0;
+        execv(self, argv);
+    }
     execv("/proc/self/exe", argv);
 }
 
