@@ -32,6 +32,10 @@ void db_close(struct db *d);
 int db_schema_version(struct db *d);
 /* Changes whenever another connection commits (PRAGMA data_version). */
 int64_t db_data_version(struct db *d);
+/* Changes whenever tenants or keys change, through any connection; usage
+ * records leave it alone, so a reload keyed on it skips the writer's commits.
+ * -1 on error. */
+int64_t db_config_version(struct db *d);
 
 /* ---------------------------------------------------------------- tenants */
 

@@ -70,6 +70,24 @@ static const char *const db_migrations[] = {
     "  status INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX usage_ts ON usage(ts);"
     "CREATE INDEX usage_tenant_ts ON usage(tenant, ts);",
+
+    /* 3: a counter of configuration changes, bumped by triggers, so that the
+     * daemon reloads tenants and keys when they change and not on each of the
+     * writer's usage commits (which move PRAGMA data_version too). */
+    "CREATE TABLE config_version (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);"
+    "INSERT INTO config_version VALUES (1, 0);"
+    "CREATE TRIGGER tenants_ins AFTER INSERT ON tenants "
+    "  BEGIN UPDATE config_version SET n = n + 1; END;"
+    "CREATE TRIGGER tenants_upd AFTER UPDATE ON tenants "
+    "  BEGIN UPDATE config_version SET n = n + 1; END;"
+    "CREATE TRIGGER tenants_del AFTER DELETE ON tenants "
+    "  BEGIN UPDATE config_version SET n = n + 1; END;"
+    "CREATE TRIGGER api_keys_ins AFTER INSERT ON api_keys "
+    "  BEGIN UPDATE config_version SET n = n + 1; END;"
+    "CREATE TRIGGER api_keys_upd AFTER UPDATE ON api_keys "
+    "  BEGIN UPDATE config_version SET n = n + 1; END;"
+    "CREATE TRIGGER api_keys_del AFTER DELETE ON api_keys "
+    "  BEGIN UPDATE config_version SET n = n + 1; END;",
 };
 #define DB_VERSION ((int)(sizeof(db_migrations) / sizeof(db_migrations[0])))
 
@@ -328,4 +346,9 @@ int db_schema_version(struct db *d)
 int64_t db_data_version(struct db *d)
 {
     return db_int_query(d, "PRAGMA data_version");
+}
+
+int64_t db_config_version(struct db *d)
+{
+    return db_int_query(d, "SELECT n FROM config_version WHERE id = 1");
 }

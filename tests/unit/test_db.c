@@ -162,6 +162,7 @@ START_TEST(version_1_file_is_upgraded_and_keeps_its_tenants)
     ck_assert(t.weight == 2.5);
     ck_assert_int_eq(t.rpm, 60);
     ck_assert_int_eq(t.created, 1700000000);
+    ck_assert_int_ge(db_config_version(d), 0); /* later scripts ran too */
     /* The ledger came with the upgrade. */
     struct db_usage u = {.ts_ms = 5, .tenant = "old", .finish = "stop", .status = 200};
     ck_assert_msg(db_usage_insert(d, &u, 1, err, sizeof(err)) == 0, "%s", err);
@@ -227,6 +228,40 @@ START_TEST(data_version_changes_when_another_connection_commits)
     struct db_usage u = {.ts_ms = 1, .tenant = "acme"};
     ck_assert_int_eq(db_usage_insert(b, &u, 1, err, sizeof(err)), 0);
     ck_assert_int_ne(db_data_version(a), v1);
+    db_close(b);
+    db_close(a);
+}
+END_TEST
+
+START_TEST(config_version_moves_with_tenants_and_keys_but_not_usage)
+{
+    struct db *a = open_new(), *b;
+    ck_assert_int_eq(db_open(tpath, 0, &b, err, sizeof(err)), 0);
+    int64_t v = db_config_version(a);
+    ck_assert_int_ge(v, 0);
+    struct db_usage u = {.ts_ms = 1, .tenant = "acme"};
+    ck_assert_int_eq(db_usage_insert(b, &u, 1, err, sizeof(err)), 0);
+    ck_assert_int_eq(db_config_version(a), v);
+
+    add_tenant(b, "acme");
+    ck_assert_int_gt(db_config_version(a), v);
+    v = db_config_version(a);
+    struct db_tenant t;
+    ck_assert_int_eq(db_tenant_get(b, "acme", &t, err, sizeof(err)), 1);
+    t.rpm = 5;
+    ck_assert_int_eq(db_tenant_update(b, &t, err, sizeof(err)), 0);
+    ck_assert_int_gt(db_config_version(a), v);
+    v = db_config_version(a);
+    char key[DB_KEY_MAX];
+    struct db_key k;
+    ck_assert_int_eq(db_key_create(b, "acme", "", 0, key, sizeof(key), &k, err, sizeof(err)), 0);
+    ck_assert_int_gt(db_config_version(a), v);
+    v = db_config_version(a);
+    ck_assert_int_eq(db_key_revoke(b, k.prefix, err, sizeof(err)), 1);
+    ck_assert_int_gt(db_config_version(a), v);
+    v = db_config_version(a);
+    ck_assert_int_eq(db_tenant_delete(b, "acme", err, sizeof(err)), 1);
+    ck_assert_int_gt(db_config_version(a), v);
     db_close(b);
     db_close(a);
 }
@@ -954,6 +989,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, file_that_is_not_sqlite_is_refused);
     tcase_add_test(tc, directory_path_is_refused);
     tcase_add_test(tc, data_version_changes_when_another_connection_commits);
+    tcase_add_test(tc, config_version_moves_with_tenants_and_keys_but_not_usage);
     tcase_add_test(tc, commits_survive_sigkill);
     suite_add_tcase(s, tc);
 
