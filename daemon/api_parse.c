@@ -13,6 +13,7 @@
 #include "daemon/api.h"
 
 #include <jansson.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -451,7 +452,7 @@ static int parse_sampling(struct api_error *e, const json_t *root, struct api_re
         get_num(e, root, "min_p", 0, 0, 1, &p->min_p) < 0 ||
         get_num(e, root, "presence_penalty", -2, 0, 2, &p->presence_penalty) < 0 ||
         get_num(e, root, "frequency_penalty", -2, 0, 2, &p->frequency_penalty) < 0 ||
-        get_num(e, root, "repetition_penalty", 0, 1, HUGE_VAL, &p->repetition_penalty) < 0)
+        get_num(e, root, "repetition_penalty", 0, 1, FLT_MAX, &p->repetition_penalty) < 0)
         return -1;
     int rc = get_int(e, root, "seed", LLONG_MIN, LLONG_MAX, &seed);
     if (rc < 0)

@@ -19,10 +19,17 @@ static const struct api_limits LIM = {.model = "m", .max_n = 4, .max_prompt_ids 
 
 /* ------------------------------------------------------------ helpers */
 
+/* Test bodies write ' for " so that they stay readable; parse turns them back. */
 static int parse(enum api_kind kind, const char *body, struct api_request *r, struct api_error *e)
 {
+    size_t n = strlen(body);
+    char *json = malloc(n + 1);
+    for (size_t i = 0; i <= n; i++)
+        json[i] = body[i] == '\'' ? '"' : body[i];
     memset(e, 0, sizeof(*e));
-    return api_parse(kind, body, strlen(body), &LIM, r, e);
+    int rc = api_parse(kind, json, n, &LIM, r, e);
+    free(json);
+    return rc;
 }
 
 /* Parses a body that must be accepted; the caller frees r. */
@@ -33,21 +40,30 @@ static void parse_ok(enum api_kind kind, const char *body, struct api_request *r
     ck_assert_msg(rc == 0, "refused %s: %d %s (%s)", body, e.status, e.message, e.param);
 }
 
-/* A chat body around extra fields: {"model":"m","messages":[user "hi"], EXTRA}. */
-static char *chat_body(const char *extra)
+/* A body of kind: whole ({...}), around a messages or prompt array ([...]),
+ * or a valid one with fields added. */
+static const char *body_of(enum api_kind kind, const char *s)
 {
     static char buf[2048];
-    snprintf(buf, sizeof(buf),
-             "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]%s%s}",
-             *extra ? "," : "", extra);
+    const char *key = kind == API_CHAT ? "messages" : "prompt";
+    const char *base = kind == API_CHAT ? "[{'role':'user','content':'hi'}]" : "'hi'";
+    if (s[0] == '{')
+        return s;
+    if (s[0] == '[')
+        snprintf(buf, sizeof(buf), "{'model':'m','%s':%s}", key, s);
+    else
+        snprintf(buf, sizeof(buf), "{'model':'m','%s':%s%s%s}", key, base, *s ? "," : "", s);
     return buf;
 }
 
-static char *cmpl_body(const char *extra)
+static const char *chat_body(const char *extra)
 {
-    static char buf[2048];
-    snprintf(buf, sizeof(buf), "{\"model\":\"m\",\"prompt\":\"hi\"%s%s}", *extra ? "," : "", extra);
-    return buf;
+    return body_of(API_CHAT, extra);
+}
+
+static const char *cmpl_body(const char *extra)
+{
+    return body_of(API_COMPLETION, extra);
 }
 
 /* A parsed JSON text that must be valid (jansson rejects bad UTF-8). */
@@ -150,14 +166,14 @@ START_TEST(chat_roles_and_content_forms)
 {
     struct api_request r;
     parse_ok(API_CHAT,
-             "{\"model\":\"m\",\"messages\":["
-             "{\"role\":\"developer\",\"content\":\"be brief\",\"name\":\"x\"},"
-             "{\"role\":\"system\",\"content\":[]},"
-             "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ab\"},"
-             "{\"type\":\"text\",\"text\":\"c\\u00e9\"}]},"
-             "{\"role\":\"assistant\",\"content\":null},"
-             "{\"role\":\"assistant\"},"
-             "{\"role\":\"user\",\"content\":\"\"}]}",
+             "{'model':'m','messages':["
+             "{'role':'developer','content':'be brief','name':'x'},"
+             "{'role':'system','content':[]},"
+             "{'role':'user','content':[{'type':'text','text':'ab'},"
+             "{'type':'text','text':'c\\u00e9'}]},"
+             "{'role':'assistant','content':null},"
+             "{'role':'assistant'},"
+             "{'role':'user','content':''}]}",
              &r);
     ck_assert_int_eq(r.n_msgs, 6);
     ck_assert_str_eq(r.msgs[0].role, "system");
@@ -179,14 +195,14 @@ START_TEST(chat_every_field_is_read)
 {
     struct api_request r;
     parse_ok(API_CHAT,
-             chat_body("\"stream\":true,\"stream_options\":{\"include_usage\":true,\"x\":1},"
-                       "\"n\":3,\"max_tokens\":50,\"temperature\":0.5,\"top_p\":0.9,"
-                       "\"top_k\":40,\"min_p\":0.05,\"seed\":-7,\"stop\":[\"a\",\"\\n\\n\"],"
-                       "\"presence_penalty\":-1.5,\"frequency_penalty\":2,"
-                       "\"repetition_penalty\":1.1,\"logprobs\":true,\"top_logprobs\":5,"
-                       "\"user\":\"u1\",\"priority\":7,\"unknown\":{\"a\":[1]},"
-                       "\"tools\":[],\"logit_bias\":{},\"response_format\":{\"type\":\"text\"},"
-                       "\"tool_choice\":\"none\",\"metadata\":null"),
+             chat_body("'stream':true,'stream_options':{'include_usage':true,'x':1},"
+                       "'n':3,'max_tokens':50,'temperature':0.5,'top_p':0.9,"
+                       "'top_k':40,'min_p':0.05,'seed':-7,'stop':['a','\\n\\n'],"
+                       "'presence_penalty':-1.5,'frequency_penalty':2,"
+                       "'repetition_penalty':1.1,'logprobs':true,'top_logprobs':5,"
+                       "'user':'u1','priority':7,'unknown':{'a':[1]},"
+                       "'tools':[],'logit_bias':{},'response_format':{'type':'text'},"
+                       "'tool_choice':'none','metadata':null"),
              &r);
     ck_assert_int_eq(r.stream, 1);
     ck_assert_int_eq(r.include_usage, 1);
@@ -216,10 +232,10 @@ START_TEST(null_means_absent_and_integers_serve_as_numbers)
 {
     struct api_request r;
     parse_ok(API_CHAT,
-             chat_body("\"stream\":null,\"stream_options\":null,\"n\":null,\"temperature\":0,"
-                       "\"top_p\":1,\"min_p\":1,\"presence_penalty\":-2,\"seed\":null,"
-                       "\"stop\":null,\"user\":null,\"priority\":0,\"logprobs\":null,"
-                       "\"top_logprobs\":null,\"tools\":null,\"functions\":null"),
+             chat_body("'stream':null,'stream_options':null,'n':null,'temperature':0,"
+                       "'top_p':1,'min_p':1,'presence_penalty':-2,'seed':null,"
+                       "'stop':null,'user':null,'priority':0,'logprobs':null,"
+                       "'top_logprobs':null,'tools':null,'functions':null"),
              &r);
     ck_assert_int_eq(r.n, 1);
     ck_assert_float_eq(r.smp.temperature, 0.0f);
@@ -234,13 +250,13 @@ END_TEST
 START_TEST(max_completion_tokens_wins_over_max_tokens)
 {
     struct api_request r;
-    parse_ok(API_CHAT, chat_body("\"max_tokens\":10,\"max_completion_tokens\":20"), &r);
+    parse_ok(API_CHAT, chat_body("'max_tokens':10,'max_completion_tokens':20"), &r);
     ck_assert_int_eq(r.max_tokens, 20);
     api_request_free(&r);
-    parse_ok(API_CHAT, chat_body("\"max_completion_tokens\":7"), &r);
+    parse_ok(API_CHAT, chat_body("'max_completion_tokens':7"), &r);
     ck_assert_int_eq(r.max_tokens, 7);
     api_request_free(&r);
-    parse_ok(API_COMPLETION, cmpl_body("\"max_tokens\":3"), &r);
+    parse_ok(API_COMPLETION, cmpl_body("'max_tokens':3"), &r);
     ck_assert_int_eq(r.max_tokens, 3);
     api_request_free(&r);
 }
@@ -249,11 +265,11 @@ END_TEST
 START_TEST(chat_logprobs_without_top_logprobs)
 {
     struct api_request r;
-    parse_ok(API_CHAT, chat_body("\"logprobs\":true"), &r);
+    parse_ok(API_CHAT, chat_body("'logprobs':true"), &r);
     ck_assert_int_eq(r.logprobs, 1);
     ck_assert_int_eq(r.smp.n_logprobs, 0);
     api_request_free(&r);
-    parse_ok(API_CHAT, chat_body("\"logprobs\":false"), &r);
+    parse_ok(API_CHAT, chat_body("'logprobs':false"), &r);
     ck_assert_int_eq(r.logprobs, 0);
     api_request_free(&r);
 }
@@ -264,7 +280,7 @@ END_TEST
 START_TEST(prompt_as_string_keeps_nul_bytes)
 {
     struct api_request r;
-    parse_ok(API_COMPLETION, "{\"model\":\"m\",\"prompt\":\"a\\u0000b\\u00e9\"}", &r);
+    parse_ok(API_COMPLETION, "{'model':'m','prompt':'a\\u0000b\\u00e9'}", &r);
     ck_assert_int_eq(r.kind, API_COMPLETION);
     ck_assert_int_eq(r.n_prompts, 1);
     ck_assert_uint_eq(r.prompts[0].len, 5);
@@ -278,7 +294,7 @@ END_TEST
 START_TEST(prompt_as_array_of_strings)
 {
     struct api_request r;
-    parse_ok(API_COMPLETION, "{\"model\":\"m\",\"prompt\":[\"one\",\"\",\"three\"],\"n\":1}", &r);
+    parse_ok(API_COMPLETION, "{'model':'m','prompt':['one','','three'],'n':1}", &r);
     ck_assert_int_eq(r.n_prompts, 3);
     ck_assert_str_eq(r.prompts[0].text, "one");
     ck_assert_uint_eq(r.prompts[1].len, 0);
@@ -290,7 +306,7 @@ END_TEST
 START_TEST(prompt_as_token_ids)
 {
     struct api_request r;
-    parse_ok(API_COMPLETION, "{\"model\":\"m\",\"prompt\":[1,0,49151,7,8,9,10,2147483647]}", &r);
+    parse_ok(API_COMPLETION, "{'model':'m','prompt':[1,0,49151,7,8,9,10,2147483647]}", &r);
     ck_assert_int_eq(r.n_prompts, 1);
     ck_assert_ptr_null(r.prompts[0].text);
     ck_assert_int_eq(r.prompts[0].n_ids, 8);
@@ -304,7 +320,7 @@ END_TEST
 START_TEST(prompt_as_arrays_of_token_ids)
 {
     struct api_request r;
-    parse_ok(API_COMPLETION, "{\"model\":\"m\",\"prompt\":[[5],[6,7]],\"n\":2}", &r);
+    parse_ok(API_COMPLETION, "{'model':'m','prompt':[[5],[6,7]],'n':2}", &r);
     ck_assert_int_eq(r.n_prompts, 2);
     ck_assert_int_eq(r.n, 2);
     ck_assert_int_eq(r.prompts[0].n_ids, 1);
@@ -318,15 +334,15 @@ END_TEST
 START_TEST(completions_logprobs_is_a_count)
 {
     struct api_request r;
-    parse_ok(API_COMPLETION, cmpl_body("\"logprobs\":3"), &r);
+    parse_ok(API_COMPLETION, cmpl_body("'logprobs':3"), &r);
     ck_assert_int_eq(r.logprobs, 1);
     ck_assert_int_eq(r.smp.n_logprobs, 3);
     api_request_free(&r);
-    parse_ok(API_COMPLETION, cmpl_body("\"logprobs\":0"), &r);
+    parse_ok(API_COMPLETION, cmpl_body("'logprobs':0"), &r);
     ck_assert_int_eq(r.logprobs, 1);
     ck_assert_int_eq(r.smp.n_logprobs, 0);
     api_request_free(&r);
-    parse_ok(API_COMPLETION, cmpl_body("\"logprobs\":null,\"top_logprobs\":99"), &r);
+    parse_ok(API_COMPLETION, cmpl_body("'logprobs':null,'top_logprobs':99"), &r);
     ck_assert_int_eq(r.logprobs, 0);
     api_request_free(&r);
 }
@@ -336,21 +352,22 @@ START_TEST(completions_harmless_unsupported_values_pass)
 {
     struct api_request r;
     parse_ok(API_COMPLETION,
-             cmpl_body("\"echo\":false,\"suffix\":\"\",\"best_of\":2,\"n\":2,\"logit_bias\":null"),
-             &r);
+             cmpl_body("'echo':false,'suffix':'','best_of':2,'n':2,'logit_bias':null"), &r);
     ck_assert_int_eq(r.echo, 0);
     ck_assert_int_eq(r.n, 2);
     api_request_free(&r);
-    parse_ok(API_COMPLETION, cmpl_body("\"suffix\":null"), &r);
+    parse_ok(API_COMPLETION, cmpl_body("'suffix':null"), &r);
     api_request_free(&r);
 }
 END_TEST
 
 /* ------------------------------------------------------- refusals */
 
+/* Bodies in these tables write ' for " (see parse). */
 struct bad_case {
     enum api_kind kind;
-    const char *extra; /* added to a valid body, or a whole body when it starts with '{' */
+    const char *body; /* a whole body ({...}), the messages or prompt array ([...]), or
+                         fields added to a valid body */
     const char *param;
 };
 
@@ -358,153 +375,134 @@ struct bad_case {
 #define P API_COMPLETION
 static const struct bad_case BAD[] = {
     /* model and messages */
-    {C, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "model"},
-    {C, "{\"model\":null,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "model"},
-    {C, "{\"model\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "model"},
-    {C, "{\"model\":\"m\"}", "messages"},
-    {C, "{\"model\":\"m\",\"messages\":{}}", "messages"},
-    {C, "{\"model\":\"m\",\"messages\":[]}", "messages"},
-    {C, "{\"model\":\"m\",\"messages\":\"hi\"}", "messages"},
-    {C, "{\"model\":\"m\",\"messages\":[5]}", "messages[0]"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"content\":\"x\"}]}", "messages[0].role"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":5,\"content\":\"x\"}]}", "messages[0].role"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}",
-     "messages[0].role"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}",
-     "messages[0].role"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":\"User\",\"content\":\"x\"}]}",
-     "messages[0].role"},
-    {C,
-     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"user\"}]}",
-     "messages[1].content"},
-    {C,
-     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"system\","
-     "\"content\":null}]}",
-     "messages[1].content"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":5}]}",
-     "messages[0].content"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":{}}]}",
-     "messages[0].content"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}",
-     "messages[0].content"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[5]}]}",
-     "messages[0].content[0]"},
-    {C,
-     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
-     "\"text\":\"a\"},{\"type\":\"image_url\",\"image_url\":{}}]}]}",
+    {C, "{'messages':[{'role':'user','content':'x'}]}", "model"},
+    {C, "{'model':null,'messages':[{'role':'user','content':'x'}]}", "model"},
+    {C, "{'model':5,'messages':[{'role':'user','content':'x'}]}", "model"},
+    {C, "{'model':'m'}", "messages"},
+    {C, "{'model':'m','messages':{}}", "messages"},
+    {C, "{'model':'m','messages':'hi'}", "messages"},
+    {C, "[]", "messages"},
+    {C, "[5]", "messages[0]"},
+    {C, "[{'content':'x'}]", "messages[0].role"},
+    {C, "[{'role':5,'content':'x'}]", "messages[0].role"},
+    {C, "[{'role':'tool','content':'x'}]", "messages[0].role"},
+    {C, "[{'role':'function','content':'x'}]", "messages[0].role"},
+    {C, "[{'role':'User','content':'x'}]", "messages[0].role"},
+    {C, "[{'role':'user','content':'x'},{'role':'user'}]", "messages[1].content"},
+    {C, "[{'role':'user','content':'x'},{'role':'system','content':null}]", "messages[1].content"},
+    {C, "[{'role':'user','content':5}]", "messages[0].content"},
+    {C, "[{'role':'user','content':{}}]", "messages[0].content"},
+    {C, "[{'role':'user','content':'a\\u0000b'}]", "messages[0].content"},
+    {C, "[{'role':'user','content':[5]}]", "messages[0].content[0]"},
+    {C, "[{'role':'user','content':[{'type':'text','text':'a'},{'type':'image_url'}]}]",
      "messages[0].content[1].type"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"a\"}]}]}",
-     "messages[0].content[0].type"},
-    {C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
-     "messages[0].content[0].text"},
-    {C,
-     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
-     "\"text\":1}]}]}",
-     "messages[0].content[0].text"},
+    {C, "[{'role':'user','content':[{'text':'a'}]}]", "messages[0].content[0].type"},
+    {C, "[{'role':'user','content':[{'type':'text'}]}]", "messages[0].content[0].text"},
+    {C, "[{'role':'user','content':[{'type':'text','text':1}]}]", "messages[0].content[0].text"},
     /* streaming */
-    {C, "\"stream\":\"yes\"", "stream"},
-    {C, "\"stream\":1", "stream"},
-    {C, "\"stream_options\":{\"include_usage\":true}", "stream_options"},
-    {C, "\"stream\":false,\"stream_options\":{}", "stream_options"},
-    {C, "\"stream\":true,\"stream_options\":5", "stream_options"},
-    {C, "\"stream\":true,\"stream_options\":{\"include_usage\":1}", "stream_options.include_usage"},
-    {P, "\"stream\":true,\"stream_options\":{\"include_usage\":\"y\"}",
-     "stream_options.include_usage"},
+    {C, "'stream':'yes'", "stream"},
+    {C, "'stream':1", "stream"},
+    {C, "'stream_options':{'include_usage':true}", "stream_options"},
+    {C, "'stream':false,'stream_options':{}", "stream_options"},
+    {C, "'stream':true,'stream_options':5", "stream_options"},
+    {C, "'stream':true,'stream_options':{'include_usage':1}", "stream_options.include_usage"},
+    {P, "'stream':true,'stream_options':{'include_usage':'y'}", "stream_options.include_usage"},
     /* lengths */
-    {C, "\"n\":0", "n"},
-    {C, "\"n\":5", "n"},
-    {C, "\"n\":1.5", "n"},
-    {C, "\"n\":2.0", "n"},
-    {C, "\"n\":\"2\"", "n"},
-    {C, "\"max_tokens\":0", "max_tokens"},
-    {C, "\"max_tokens\":-1", "max_tokens"},
-    {C, "\"max_tokens\":10.0", "max_tokens"},
-    {C, "\"max_tokens\":\"10\"", "max_tokens"},
-    {C, "\"max_tokens\":2147483648", "max_tokens"},
-    {C, "\"max_completion_tokens\":0", "max_completion_tokens"},
-    {C, "\"max_tokens\":5,\"max_completion_tokens\":true", "max_completion_tokens"},
+    {C, "'n':0", "n"},
+    {C, "'n':5", "n"},
+    {C, "'n':1.5", "n"},
+    {C, "'n':2.0", "n"},
+    {C, "'n':'2'", "n"},
+    {C, "'max_tokens':0", "max_tokens"},
+    {C, "'max_tokens':-1", "max_tokens"},
+    {C, "'max_tokens':10.0", "max_tokens"},
+    {C, "'max_tokens':'10'", "max_tokens"},
+    {C, "'max_tokens':2147483648", "max_tokens"},
+    {C, "'max_completion_tokens':0", "max_completion_tokens"},
+    {C, "'max_tokens':5,'max_completion_tokens':true", "max_completion_tokens"},
     /* sampling */
-    {C, "\"temperature\":-0.1", "temperature"},
-    {C, "\"temperature\":2.01", "temperature"},
-    {C, "\"temperature\":\"1\"", "temperature"},
-    {C, "\"top_p\":0", "top_p"},
-    {C, "\"top_p\":1.01", "top_p"},
-    {C, "\"top_p\":-1", "top_p"},
-    {C, "\"top_k\":-1", "top_k"},
-    {C, "\"top_k\":1.5", "top_k"},
-    {C, "\"min_p\":-0.1", "min_p"},
-    {C, "\"min_p\":1.1", "min_p"},
-    {C, "\"seed\":1.5", "seed"},
-    {C, "\"seed\":\"1\"", "seed"},
-    {C, "\"presence_penalty\":2.5", "presence_penalty"},
-    {C, "\"presence_penalty\":-2.5", "presence_penalty"},
-    {C, "\"frequency_penalty\":3", "frequency_penalty"},
-    {C, "\"frequency_penalty\":\"x\"", "frequency_penalty"},
-    {C, "\"repetition_penalty\":0", "repetition_penalty"},
-    {C, "\"repetition_penalty\":-1", "repetition_penalty"},
+    {C, "'temperature':-0.1", "temperature"},
+    {C, "'temperature':2.01", "temperature"},
+    {C, "'temperature':'1'", "temperature"},
+    {C, "'top_p':0", "top_p"},
+    {C, "'top_p':1.01", "top_p"},
+    {C, "'top_p':-1", "top_p"},
+    {C, "'top_k':-1", "top_k"},
+    {C, "'top_k':1.5", "top_k"},
+    {C, "'min_p':-0.1", "min_p"},
+    {C, "'min_p':1.1", "min_p"},
+    {C, "'seed':1.5", "seed"},
+    {C, "'seed':'1'", "seed"},
+    {C, "'presence_penalty':2.5", "presence_penalty"},
+    {C, "'presence_penalty':-2.5", "presence_penalty"},
+    {C, "'frequency_penalty':3", "frequency_penalty"},
+    {C, "'frequency_penalty':'x'", "frequency_penalty"},
+    {C, "'repetition_penalty':0", "repetition_penalty"},
+    {C, "'repetition_penalty':-1", "repetition_penalty"},
+    {C, "'repetition_penalty':1e300", "repetition_penalty"},
     /* stop */
-    {C, "\"stop\":\"\"", "stop"},
-    {C, "\"stop\":[\"\"]", "stop"},
-    {C, "\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]", "stop"},
-    {C, "\"stop\":[1]", "stop"},
-    {C, "\"stop\":[\"a\",null]", "stop"},
-    {C, "\"stop\":[\"a\",\"b\",\"\"]", "stop"},
-    {C, "\"stop\":5", "stop"},
-    {C, "\"stop\":{}", "stop"},
-    {C, "\"stop\":\"a\\u0000\"", "stop"},
+    {C, "'stop':''", "stop"},
+    {C, "'stop':['']", "stop"},
+    {C, "'stop':['a','b','c','d','e']", "stop"},
+    {C, "'stop':[1]", "stop"},
+    {C, "'stop':['a',null]", "stop"},
+    {C, "'stop':['a','b','']", "stop"},
+    {C, "'stop':5", "stop"},
+    {C, "'stop':{}", "stop"},
+    {C, "'stop':'a\\u0000'", "stop"},
     /* logprobs */
-    {C, "\"logprobs\":1", "logprobs"},
-    {C, "\"logprobs\":true,\"top_logprobs\":21", "top_logprobs"},
-    {C, "\"logprobs\":true,\"top_logprobs\":-1", "top_logprobs"},
-    {C, "\"logprobs\":true,\"top_logprobs\":2.5", "top_logprobs"},
-    {C, "\"top_logprobs\":2", "top_logprobs"},
-    {C, "\"logprobs\":false,\"top_logprobs\":2", "top_logprobs"},
-    {P, "\"logprobs\":true", "logprobs"},
-    {P, "\"logprobs\":21", "logprobs"},
-    {P, "\"logprobs\":-1", "logprobs"},
+    {C, "'logprobs':1", "logprobs"},
+    {C, "'logprobs':true,'top_logprobs':21", "top_logprobs"},
+    {C, "'logprobs':true,'top_logprobs':-1", "top_logprobs"},
+    {C, "'logprobs':true,'top_logprobs':2.5", "top_logprobs"},
+    {C, "'top_logprobs':2", "top_logprobs"},
+    {C, "'logprobs':false,'top_logprobs':2", "top_logprobs"},
+    {P, "'logprobs':true", "logprobs"},
+    {P, "'logprobs':21", "logprobs"},
+    {P, "'logprobs':-1", "logprobs"},
     /* extensions and the rest */
-    {C, "\"user\":5", "user"},
-    {C, "\"priority\":8", "priority"},
-    {C, "\"priority\":-1", "priority"},
-    {C, "\"priority\":1.5", "priority"},
-    {C, "\"logit_bias\":{\"50256\":-100}", "logit_bias"},
-    {C, "\"logit_bias\":5", "logit_bias"},
-    {C, "\"tools\":[{\"type\":\"function\"}]", "tools"},
-    {C, "\"tools\":{}", "tools"},
-    {C, "\"functions\":[{}]", "functions"},
-    {C, "\"response_format\":{\"type\":\"json_object\"}", "response_format"},
-    {C, "\"response_format\":\"text\"", "response_format"},
-    {C, "\"response_format\":{}", "response_format"},
+    {C, "'user':5", "user"},
+    {C, "'priority':8", "priority"},
+    {C, "'priority':-1", "priority"},
+    {C, "'priority':1.5", "priority"},
+    {C, "'logit_bias':{'50256':-100}", "logit_bias"},
+    {C, "'logit_bias':5", "logit_bias"},
+    {C, "'tools':[{'type':'function'}]", "tools"},
+    {C, "'tools':{}", "tools"},
+    {C, "'functions':[{}]", "functions"},
+    {C, "'response_format':{'type':'json_object'}", "response_format"},
+    {C, "'response_format':'text'", "response_format"},
+    {C, "'response_format':{}", "response_format"},
     /* prompt */
-    {P, "{\"model\":\"m\"}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":null}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":5}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":{}}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[[]]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[[1],[]]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[1,\"a\"]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[\"a\",1]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[\"a\",[1]]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[-1]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[1.5]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[true]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[null]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[2147483648]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[1,2,3,4,5,6,7,8,9]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[[1],[1,2,3,4,5,6,7,8,9]]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[[1],[1,\"a\"]]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[[1],[[2]]]}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\",\"c\"],\"n\":2}", "prompt"},
-    {P, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "prompt"},
-    {P, "\"echo\":true", "echo"},
-    {P, "\"echo\":\"no\"", "echo"},
-    {P, "\"suffix\":\"x\"", "suffix"},
-    {P, "\"suffix\":5", "suffix"},
-    {P, "\"best_of\":2", "best_of"},
-    {P, "\"best_of\":0", "best_of"},
-    {P, "\"n\":2,\"best_of\":3", "best_of"},
-    {P, "\"logit_bias\":{\"1\":1}", "logit_bias"},
+    {P, "{'model':'m'}", "prompt"},
+    {P, "{'model':'m','prompt':null}", "prompt"},
+    {P, "{'model':'m','prompt':5}", "prompt"},
+    {P, "{'model':'m','prompt':{}}", "prompt"},
+    {P, "[]", "prompt"},
+    {P, "[[]]", "prompt"},
+    {P, "[[1],[]]", "prompt"},
+    {P, "[1,'a']", "prompt"},
+    {P, "['a',1]", "prompt"},
+    {P, "['a',[1]]", "prompt"},
+    {P, "[-1]", "prompt"},
+    {P, "[1.5]", "prompt"},
+    {P, "[true]", "prompt"},
+    {P, "[null]", "prompt"},
+    {P, "[2147483648]", "prompt"},
+    {P, "[1,2,3,4,5,6,7,8,9]", "prompt"},
+    {P, "[[1],[1,2,3,4,5,6,7,8,9]]", "prompt"},
+    {P, "[[1],[1,'a']]", "prompt"},
+    {P, "[[1],[[2]]]", "prompt"},
+    {P, "['a','b','c','d','e']", "prompt"},
+    {P, "{'model':'m','prompt':['a','b','c'],'n':2}", "prompt"},
+    {P, "'echo':true", "echo"},
+    {P, "'echo':'no'", "echo"},
+    {P, "'suffix':'x'", "suffix"},
+    {P, "'suffix':5", "suffix"},
+    {P, "'best_of':2", "best_of"},
+    {P, "'best_of':0", "best_of"},
+    {P, "'n':2,'best_of':3", "best_of"},
+    {P, "'logit_bias':{'1':1}", "logit_bias"},
 };
 #undef C
 #undef P
@@ -512,9 +510,7 @@ static const struct bad_case BAD[] = {
 START_TEST(bad_field_is_400_naming_it)
 {
     const struct bad_case *c = &BAD[_i];
-    const char *body = c->extra[0] == '{'
-                           ? c->extra
-                           : (c->kind == API_CHAT ? chat_body(c->extra) : cmpl_body(c->extra));
+    const char *body = body_of(c->kind, c->body);
     struct api_request r;
     struct api_error e;
     int rc = parse(c->kind, body, &r, &e);
@@ -533,10 +529,10 @@ START_TEST(unsupported_fields_say_so)
 {
     struct api_request r;
     struct api_error e;
-    ck_assert_int_eq(parse(API_COMPLETION, cmpl_body("\"echo\":true"), &r, &e), -1);
+    ck_assert_int_eq(parse(API_COMPLETION, cmpl_body("'echo':true"), &r, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.message, "not supported"));
     api_request_free(&r);
-    ck_assert_int_eq(parse(API_CHAT, chat_body("\"tools\":[{}]"), &r, &e), -1);
+    ck_assert_int_eq(parse(API_CHAT, chat_body("'tools':[{}]"), &r, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.message, "not supported"));
     api_request_free(&r);
 }
@@ -546,15 +542,14 @@ START_TEST(unknown_model_is_404_model_not_found)
 {
     struct api_request r;
     struct api_error e;
-    const char *body =
-        "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}";
+    const char *body = "{'model':'gpt-4o','messages':[{'role':'user','content':'x'}]}";
     ck_assert_int_eq(parse(API_CHAT, body, &r, &e), -1);
     ck_assert_int_eq(e.status, 404);
     ck_assert_str_eq(e.type, "not_found_error");
     ck_assert_str_eq(e.code, "model_not_found");
     ck_assert_ptr_nonnull(strstr(e.message, "gpt-4o"));
     api_request_free(&r);
-    ck_assert_int_eq(parse(API_COMPLETION, "{\"model\":\"\",\"prompt\":\"x\"}", &r, &e), -1);
+    ck_assert_int_eq(parse(API_COMPLETION, "{'model':'','prompt':'x'}", &r, &e), -1);
     ck_assert_int_eq(e.status, 404);
     api_request_free(&r);
 }
@@ -562,9 +557,8 @@ END_TEST
 
 START_TEST(body_that_is_not_a_json_object_is_400)
 {
-    static const char *const bodies[] = {
-        "",   "{",    "{\"model\":\"m\",}",         "[1,2]", "\"x\"",
-        "42", "null", "{\"model\":\"m\"} trailing", "\xff"};
+    static const char *const bodies[] = {"",   "{",    "{'model':'m',}",         "[1,2]", "'x'",
+                                         "42", "null", "{'model':'m'} trailing", "\xff"};
     for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
         struct api_request r;
         struct api_error e;
@@ -582,7 +576,7 @@ START_TEST(json_syntax_error_names_its_position)
 {
     struct api_request r;
     struct api_error e;
-    ck_assert_int_eq(parse(API_CHAT, "{\"model\":\n  \"m\" x}", &r, &e), -1);
+    ck_assert_int_eq(parse(API_CHAT, "{'model':\n  'm' x}", &r, &e), -1);
     ck_assert_msg(strstr(e.message, "line 2") && strstr(e.message, "column"), "%s", e.message);
     api_request_free(&r);
 }
@@ -592,19 +586,19 @@ END_TEST
 START_TEST(failed_parse_frees_everything_it_built)
 {
     static const char *const chats[] = {
-        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
-        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"tool\"}]"
+        "{'model':'m','messages':[{'role':'user','content':'a'},"
+        "{'role':'user','content':[{'type':'text','text':'b'}]},{'role':'tool'}]"
         "}",
-        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"stop\":[\"x\","
-        "\"y\",5],\"user\":\"u\"}",
-        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"user\":\"u\","
-        "\"priority\":9}",
-        "{\"model\":\"other\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"stop\":\"s\"}",
+        "{'model':'m','messages':[{'role':'user','content':'a'}],'stop':['x',"
+        "'y',5],'user':'u'}",
+        "{'model':'m','messages':[{'role':'user','content':'a'}],'user':'u',"
+        "'priority':9}",
+        "{'model':'other','messages':[{'role':'user','content':'a'}],'stop':'s'}",
     };
     static const char *const prompts[] = {
-        "{\"model\":\"m\",\"prompt\":[\"a\",\"b\",7]}",
-        "{\"model\":\"m\",\"prompt\":[[1,2],[3,-4]]}",
-        "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"],\"temperature\":9}",
+        "{'model':'m','prompt':['a','b',7]}",
+        "{'model':'m','prompt':[[1,2],[3,-4]]}",
+        "{'model':'m','prompt':['a','b'],'temperature':9}",
     };
     struct api_request r;
     struct api_error e;
