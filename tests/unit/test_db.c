@@ -4,14 +4,14 @@
  * and its summaries, and the batched writer thread under concurrent pushes.
  *
  * Every test works in its own mkdtemp directory, made by the fixture and
- * removed with everything in it afterwards.  Some tests write the database
+ * removed with everything in it afterwards, failed tests' too.  Some tests write the database
  * behind the store's back with raw SQLite, to build files the store must
  * upgrade, refuse or report.
  */
 #include "db/db.h"
 
 #include <check.h>
-#include <dirent.h>
+#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,17 +19,44 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char tdir[256];
-static char tpath[300];
+static char tbase[256]; /* one per test case, made in the parent process */
+static char tdir[300];  /* one per test, inside tbase */
+static char tpath[320];
 static char err[512];
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Unchecked fixtures run in the runner itself, so the base directory goes
+ * even when a test fails in its forked child before its own teardown. */
+static void base_setup(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tbase, sizeof(tbase), "%s/llmd-db-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tbase))
+        tbase[0] = '\0';
+}
+
+static void base_teardown(void)
+{
+    if (tbase[0])
+        nftw(tbase, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
 
 static void tmp_setup(void)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(tdir, sizeof(tdir), "%s/llmd-db-XXXXXX", base && *base ? base : "/tmp");
+    ck_assert_msg(tbase[0] != '\0', "no temporary directory");
+    snprintf(tdir, sizeof(tdir), "%s/t-XXXXXX", tbase);
     ck_assert_ptr_nonnull(mkdtemp(tdir));
     snprintf(tpath, sizeof(tpath), "%s/llmd.db", tdir);
     err[0] = '\0';
@@ -37,19 +64,7 @@ static void tmp_setup(void)
 
 static void tmp_teardown(void)
 {
-    DIR *dir = opendir(tdir);
-    if (!dir)
-        return;
-    struct dirent *e;
-    char p[600];
-    while ((e = readdir(dir)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof(p), "%s/%s", tdir, e->d_name);
-        unlink(p);
-    }
-    closedir(dir);
-    rmdir(tdir);
+    nftw(tdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 static struct db *open_new(void)
@@ -979,6 +994,7 @@ Suite *test_suite(void)
 {
     Suite *s = suite_create("db");
     TCase *tc = tcase_create("open");
+    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, fresh_db_has_the_latest_version_in_wal_mode);
@@ -994,6 +1010,7 @@ Suite *test_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("tenants_keys");
+    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, tenant_add_get_list_and_duplicates);
@@ -1009,6 +1026,7 @@ Suite *test_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("usage_writer");
+    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, usage_list_newest_first_with_filters_and_limit);
