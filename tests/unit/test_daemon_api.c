@@ -287,7 +287,11 @@ START_TEST(chat_stream_matches_non_stream_and_ends_with_usage_then_done)
     size_t n = json_array_size(ev);
     ck_assert_uint_ge(n, 3);
     json_t *first = json_array_get(ev, 0), *last = json_array_get(ev, n - 1);
-    ck_assert_str_eq(ul_jstr(first, "choices.0.delta.role"), "assistant");
+    char *fs = json_dumps(first, JSON_COMPACT);
+    ck_assert_msg(ul_jstr(first, "choices.0.delta.role") &&
+                      strcmp(ul_jstr(first, "choices.0.delta.role"), "assistant") == 0,
+                  "first chunk has no delta.role \"assistant\": %s", fs);
+    free(fs);
     const char *id = ul_jstr(first, "id");
     char rid[128];
     ck_assert_ptr_nonnull(ul_header(&head, "llmd-request-id", rid, sizeof(rid)));

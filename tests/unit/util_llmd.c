@@ -675,12 +675,28 @@ int ul_conn_write(struct ul_conn *c, const void *p, size_t n)
     return 0;
 }
 
+static int conn_fill(struct ul_conn *c);
+
 int ul_conn_readable(struct ul_conn *c, int ms)
 {
-    if (c->pos < c->len || SSL_pending(c->ssl) > 0)
-        return 1;
-    struct pollfd p = {.fd = c->fd, .events = POLLIN};
-    return poll(&p, 1, ms) > 0;
+    double deadline = ul_now() + ms / 1000.0;
+    for (;;) {
+        if (c->pos < c->len || SSL_pending(c->ssl) > 0)
+            return 1;
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int left = (int)((deadline - ul_now()) * 1000);
+        if (poll(&p, 1, left > 0 ? left : 0) <= 0)
+            return 0;
+        /* The socket may hold only TLS records without data (TLS 1.3
+         * session tickets): read without blocking to find out. */
+        int fl = fcntl(c->fd, F_GETFL);
+        fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+        int n = conn_fill(c);
+        fcntl(c->fd, F_SETFL, fl);
+        if (n != -2)
+            return 1; /* data, end of stream or an error: a read will not block */
+        c->timed_out = 0;
+    }
 }
 
 int ul_peer_fingerprint(struct ul_conn *c, unsigned char out[32])
@@ -692,7 +708,8 @@ int ul_peer_fingerprint(struct ul_conn *c, unsigned char out[32])
     return ok ? 0 : -1;
 }
 
-/* Reads more bytes: > 0 read, 0 at EOF, -1 on error or timeout. */
+/* Reads more bytes: > 0 read, 0 at EOF, -1 on error, -2 when nothing came
+ * in time (or, non-blocking, nothing is there yet). */
 static int conn_fill(struct ul_conn *c)
 {
     if (c->pos > 0 && c->pos == c->len)
@@ -714,8 +731,10 @@ static int conn_fill(struct ul_conn *c)
     ERR_clear_error();
     if (err == SSL_ERROR_ZERO_RETURN)
         return 0;
-    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
         c->timed_out = 1;
+        return -2;
+    }
     if (err == SSL_ERROR_SYSCALL && errno == 0)
         return 0;
     return -1;
