@@ -68,9 +68,10 @@ struct api_request {
     int logprobs;          /* log-probabilities were asked for */
     char *stop[API_MAX_STOP];
     int n_stop;
-    char *user;   /* or NULL */
-    int priority; /* -1 when absent, else 0..DB_PRIO_MAX */
-    int echo;     /* always 0: "echo": true is refused as unsupported */
+    char *user;     /* or NULL */
+    int priority;   /* -1 when absent, else 0..DB_PRIO_MAX */
+    int echo;       /* always 0: "echo": true is refused as unsupported */
+    int ignore_eos; /* extension (as vLLM's): generate max_tokens whatever the model says */
 };
 
 /* Parses and validates a request body of the given kind.  0, or -1 with e

@@ -512,6 +512,8 @@ static int parse_misc(struct api_error *e, const json_t *root, struct api_reques
         return wrong_type(e, "user", "a string", user);
     if (user && copy_cstr(e, user, "user", &r->user))
         return -1;
+    if (get_bool(e, root, "ignore_eos", "ignore_eos", &r->ignore_eos) < 0)
+        return -1;
     return get_int32(e, root, "priority", 0, API_MAX_PRIORITY, &r->priority) < 0 ? -1 : 0;
 }
 

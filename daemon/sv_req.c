@@ -516,6 +516,7 @@ void sv_start(struct sv_req *sv, int32_t **ids)
                                  .max_tokens = sv->rq.max_tokens,
                                  .n = sv->rq.n,
                                  .smp = sv->rq.smp,
+                                 .ignore_eos = sv->rq.ignore_eos,
                                  .wake = sv_wake,
                                  .wake_arg = sv};
         rc = eng_submit(d->eng, &er, &sv->eng[i]);

@@ -32,6 +32,7 @@ struct tn_key {
 struct tn_table {
     struct db *db;
     int64_t version;          /* db_data_version at the last load */
+    int64_t config_version;   /* db_config_version at the last load */
     struct tn_tenant **items; /* each malloc'd once, kept until tn_close */
     int n, cap;
     struct tn_key *keys; /* sorted by hash */
@@ -199,6 +200,7 @@ static int tn_build_keys(struct tn_table *tt, const struct db_key *list, int n, 
 static int tn_load(struct tn_table *tt, char *err, size_t errlen)
 {
     int64_t version = db_data_version(tt->db);
+    int64_t config_version = db_config_version(tt->db);
     struct db_tenant *tl = NULL;
     struct db_key *kl = NULL;
     int nt = 0, nk = 0, rc = -1;
@@ -219,6 +221,7 @@ static int tn_load(struct tn_table *tt, char *err, size_t errlen)
     tt->keys = keys;
     tt->n_keys = n_keys;
     tt->version = version;
+    tt->config_version = config_version;
     rc = 0;
 out:
     free(tl);
@@ -257,8 +260,16 @@ void tn_close(struct tn_table *tt)
 
 int tn_refresh(struct tn_table *tt, char *err, size_t errlen)
 {
-    if (db_data_version(tt->db) == tt->version)
+    /* data_version moves with every commit by another connection, the
+     * usage writer's included; only a change of tenants or keys (counted
+     * by triggers in db_config_version) is worth a reload */
+    int64_t v = db_data_version(tt->db);
+    if (v == tt->version)
         return 0;
+    if (db_config_version(tt->db) == tt->config_version) {
+        tt->version = v;
+        return 0;
+    }
     return tn_load(tt, err, errlen) == 0 ? 1 : -1;
 }
 
