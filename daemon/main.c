@@ -309,11 +309,11 @@ int main(int argc, char **argv)
              d->model_id, mc->arch, mc->n_layers, mc->n_ctx_train, cfg.backend, cfg.kv_blocks,
              cfg.block_size, tn_count(d->tenants));
     sd_notifyf(0, "READY=1\nSTATUS=serving %s", d->model_id);
-    log_info("llmd: ready");
+    log_info("ready");
     event_base_dispatch(d->base);
     int left = d->n_live;
     shutdown_all(&m);
-    log_info("llmd: stopped%s", left ? " (some requests were cut off)" : "");
+    log_info("stopped%s", left ? " (some requests were cut off)" : "");
     cfg_free(&cfg);
     return 0;
 }
