@@ -156,7 +156,11 @@ static X509 *cert_make(EVP_PKEY *pk)
          X509_set_issuer_name(x, nm);
     const char *exts[][2] = {{"subjectAltName", "DNS:localhost,IP:127.0.0.1"},
                              {"basicConstraints", "critical,CA:TRUE"},
-                             {"keyUsage", "digitalSignature,keyCertSign"}};
+                             {"keyUsage", "digitalSignature,keyCertSign"},
+                             /* key ids tell a renewed certificate from the old
+                              * one of the same name in the client's store */
+                             {"subjectKeyIdentifier", "hash"},
+                             {"authorityKeyIdentifier", "keyid:always"}};
     X509V3_CTX v3;
     X509V3_set_ctx_nodb(&v3);
     X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
