@@ -84,14 +84,11 @@ def run(argv, **kw):
     return p.stdout
 
 
-def make_cert(directory):
+def make_cert(cert, key):
     """A self-signed P-256 certificate for 127.0.0.1 and localhost."""
-    cert = os.path.join(directory, "cert.pem")
-    key = os.path.join(directory, "key.pem")
     run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
          "-nodes", "-days", "2", "-subj", "/CN=localhost", "-addext",
          "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", key, "-out", cert])
-    return cert, key
 
 
 class Daemon:
@@ -103,7 +100,8 @@ class Daemon:
 
     def __init__(self, tenants, disabled=(), extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="llmd-compat-")
-        self.cert, self.key = make_cert(self.dir)
+        self.cert = os.path.join(self.dir, "cert.pem")
+        self.key = os.path.join(self.dir, "key.pem")
         self.db = os.path.join(self.dir, "llmd.db")
         self.log_path = os.path.join(self.dir, "llmd.log")
         self.llmd = os.path.join(bin_dir(), "llmd")
@@ -115,8 +113,13 @@ class Daemon:
         self.port = None
         self.exit_status = None
         self._log = None
-        self._setup_db(tenants, disabled)
-        self._start(list(extra_args))
+        try:  # a daemon that cannot start leaves nothing behind
+            make_cert(self.cert, self.key)
+            self._setup_db(tenants, disabled)
+            self._start(list(extra_args))
+        except BaseException:
+            self.cleanup()
+            raise
 
     # ---------------------------------------------------------------- DB --
     def admin(self, *args, json_out=False):
