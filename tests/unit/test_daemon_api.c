@@ -14,6 +14,7 @@
 #include "tests/unit/util_llmd.h"
 
 #include <check.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -512,6 +513,14 @@ START_TEST(metrics_count_requests_per_tenant)
 }
 END_TEST
 
+START_TEST(sigterm_stops_the_daemon_without_sanitizer_reports)
+{
+    ul_signal(E, SIGTERM);
+    ck_assert_msg(ul_wait_gone(E, 60) == 0, "llmd still running 60 s after SIGTERM");
+    ck_assert_msg(ul_log_clean(E), "the daemon's log holds a sanitizer report");
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("daemon_api");
@@ -532,6 +541,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, keep_alive_serves_two_requests_on_one_connection);
     tcase_add_test(tc, priority_above_the_ceiling_is_clamped_and_said_in_a_header);
     tcase_add_test(tc, metrics_count_requests_per_tenant);
+    tcase_add_test(tc, sigterm_stops_the_daemon_without_sanitizer_reports); /* last */
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,6 +11,7 @@
 #include "tests/unit/util_llmd.h"
 
 #include <check.h>
+#include <signal.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -461,6 +462,14 @@ START_TEST(crowd_of_streams_with_a_third_vanishing_frees_every_block_and_logs_ev
 }
 END_TEST
 
+START_TEST(sigterm_stops_the_daemon_without_sanitizer_reports)
+{
+    ul_signal(E, SIGTERM);
+    ck_assert_msg(ul_wait_gone(E, 60) == 0, "llmd still running 60 s after SIGTERM");
+    ck_assert_msg(ul_log_clean(E), "the daemon's log holds a sanitizer report");
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("daemon_errors");
@@ -483,6 +492,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, plain_http_on_the_tls_port_is_closed_quickly);
     tcase_add_test(
         tc, crowd_of_streams_with_a_third_vanishing_frees_every_block_and_logs_every_request);
+    tcase_add_test(tc, sigterm_stops_the_daemon_without_sanitizer_reports); /* last */
     suite_add_tcase(s, tc);
     return s;
 }

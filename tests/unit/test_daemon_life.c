@@ -40,6 +40,7 @@ static void start(const char *const *extra)
 
 static void env_down(void)
 {
+    ck_assert_msg(ul_log_clean(E), "the daemon's log holds a sanitizer report");
     ul_env_free(E); /* kills a daemon still running */
     E = NULL;
 }

@@ -12,6 +12,7 @@
 #include "tests/unit/util_llmd.h"
 
 #include <check.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +237,14 @@ START_TEST(priority_above_the_ceiling_is_clamped_others_are_not)
 }
 END_TEST
 
+START_TEST(sigterm_stops_the_daemon_without_sanitizer_reports)
+{
+    ul_signal(E, SIGTERM);
+    ck_assert_msg(ul_wait_gone(E, 60) == 0, "llmd still running 60 s after SIGTERM");
+    ck_assert_msg(ul_log_clean(E), "the daemon's log holds a sanitizer report");
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("daemon_quota");
@@ -248,6 +257,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, max_concurrent_one_refuses_a_second_request_while_a_stream_is_open);
     tcase_add_test(tc, max_tokens_cap_of_the_tenant_is_400_naming_max_tokens);
     tcase_add_test(tc, priority_above_the_ceiling_is_clamped_others_are_not);
+    tcase_add_test(tc, sigterm_stops_the_daemon_without_sanitizer_reports); /* last */
     suite_add_tcase(s, tc);
     return s;
 }

@@ -576,8 +576,18 @@ static int reap(struct ul_env *e, int flags)
 
 int ul_alive(struct ul_env *e)
 {
-    if (e->pid > 0 && e->owner != getpid()) /* a forked test cannot reap its parent's child */
-        return kill(e->pid, 0) == 0;
+    if (e->pid > 0 && e->owner != getpid()) { /* a forked test cannot reap its parent's child */
+        char path[64], st[256] = "";
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)e->pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return 0;
+        size_t n = fread(st, 1, sizeof(st) - 1, f);
+        fclose(f);
+        st[n] = '\0';
+        const char *rp = strrchr(st, ')'); /* "PID (comm) STATE ..." */
+        return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+    }
     return e->pid > 0 && reap(e, WNOHANG) == -2;
 }
 
@@ -1113,4 +1123,32 @@ int ul_metric(struct ul_env *e, const char *name, const char *labels, double *ou
     }
     ul_resp_free(&r);
     return found;
+}
+
+int ul_wait_gone(struct ul_env *e, double timeout)
+{
+    for (double deadline = ul_now() + timeout; ul_now() < deadline; ul_sleep(0.05))
+        if (!ul_alive(e))
+            return 0;
+    return -1;
+}
+
+int ul_log_clean(struct ul_env *e)
+{
+    static const char *marks[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                  "runtime error:", "ERROR: ThreadSanitizer"};
+    FILE *f = fopen(e->log, "r");
+    if (!f)
+        return 1;
+    char line[4096];
+    int clean = 1;
+    while (clean && fgets(line, sizeof(line), f))
+        for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++)
+            clean = clean && !strstr(line, marks[i]);
+    fclose(f);
+    if (!clean) {
+        fprintf(stderr, "sanitizer report in %s:\n", e->log);
+        ul_dump_log(e);
+    }
+    return clean;
 }

@@ -80,6 +80,11 @@ int ul_wait_exit(struct ul_env *e, double timeout);
 int ul_stop(struct ul_env *e, double timeout);
 /* 1 while the daemon process has not exited. */
 int ul_alive(struct ul_env *e);
+/* Waits up to timeout s until the daemon is gone (from any process, forked
+ * tests included; no exit status).  0 when gone, -1 on timeout. */
+int ul_wait_gone(struct ul_env *e, double timeout);
+/* 1 when the daemon's log holds no sanitizer report; else 0, log printed. */
+int ul_log_clean(struct ul_env *e);
 /* Prints the tail of the daemon's log to stderr. */
 void ul_dump_log(struct ul_env *e);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
