@@ -459,7 +459,9 @@ START_TEST(keep_alive_serves_two_requests_on_one_connection)
 {
     struct ul_conn *c = ul_connect(E, 60);
     ck_assert_ptr_nonnull(c);
-    char *body = json_dumps(chat_body("Hi", 2), JSON_COMPACT);
+    json_t *b = chat_body("Hi", 2);
+    char *body = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
     char ids[2][128];
     for (int i = 0; i < 2; i++) {
         struct ul_resp r;
