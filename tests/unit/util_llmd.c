@@ -97,11 +97,62 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return 0;
 }
 
+/* Tells the janitor which daemon to kill should this process die (0: none). */
+static void janitor_tell(struct ul_env *e, pid_t pid)
+{
+    if (e->janitor_fd >= 0 && e->owner == getpid() &&
+        write(e->janitor_fd, &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
+        fprintf(stderr, "ul: janitor: %s\n", strerror(errno));
+}
+
+/* The janitor outlives a test process that dies without cleaning up (Check
+ * ends a failed test with _exit, so atexit handlers do not run): when the
+ * pipe's write end closes it kills the daemon it was last told of and
+ * removes the directory. */
+static void janitor_run(int rfd, const char *dir)
+{
+    pid_t daemon = 0, v;
+    ssize_t n;
+    while ((n = read(rfd, &v, sizeof(v))) == (ssize_t)sizeof(v) || (n < 0 && errno == EINTR))
+        if (n > 0)
+            daemon = v;
+    if (daemon > 0)
+        kill(daemon, SIGKILL);
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    _exit(0);
+}
+
+static int janitor_start(struct ul_env *e)
+{
+    int fd[2];
+    if (pipe2(fd, O_CLOEXEC) != 0)
+        return -1;
+    e->janitor = fork();
+    if (e->janitor == 0) {
+        close(fd[1]);
+        janitor_run(fd[0], e->dir);
+    }
+    close(fd[0]);
+    e->janitor_fd = fd[1];
+    return e->janitor > 0 ? 0 : -1;
+}
+
+static void janitor_stop(struct ul_env *e)
+{
+    if (e->janitor_fd >= 0)
+        close(e->janitor_fd);
+    e->janitor_fd = -1;
+    if (e->janitor > 0 && e->owner == getpid())
+        waitpid(e->janitor, NULL, 0);
+    e->janitor = 0;
+}
+
 static void kill_daemon(struct ul_env *e)
 {
     if (e->pid > 0 && e->owner == getpid()) {
         kill(e->pid, SIGKILL);
         waitpid(e->pid, NULL, 0);
+        janitor_tell(e, 0);
     }
     e->pid = 0;
 }
@@ -275,10 +326,13 @@ struct ul_env *ul_env_new(void)
         return NULL;
     }
     e->owner = getpid();
+    e->janitor_fd = -1;
     remember(e, 1);
     env_paths(e);
     const char *why = NULL;
-    if (access(e->llmd, X_OK) != 0 || access(e->admin, X_OK) != 0)
+    if (janitor_start(e) != 0)
+        why = "janitor";
+    else if (access(e->llmd, X_OK) != 0 || access(e->admin, X_OK) != 0)
         why = "llmd or llmadmin not found (set LLMD_BIN_DIR)";
     else if (ul_cert_write(e->cert, e->key) != 0 || client_ctx(e) != 0)
         why = "certificate";
@@ -300,6 +354,7 @@ void ul_env_free(struct ul_env *e)
     if (e->owner == getpid()) {
         kill_daemon(e);
         nftw(e->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        janitor_stop(e);
     }
     remember(e, 0);
     SSL_CTX_free(e->ctx);
@@ -540,6 +595,7 @@ int ul_start(struct ul_env *e, const char *const *extra)
     e->pid = pid;
     e->owner = parent;
     e->exit_status = -1;
+    janitor_tell(e, pid);
     double deadline = ul_now() + 120;
     while (ul_now() < deadline) {
         if (!ul_alive(e)) {
@@ -570,6 +626,7 @@ static int reap(struct ul_env *e, int flags)
     if (r != e->pid)
         return -2;
     e->pid = 0;
+    janitor_tell(e, 0);
     e->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
     return e->exit_status;
 }

@@ -33,6 +33,8 @@ struct ul_env {
     pid_t owner;            /* the process that started it (Check forks tests) */
     int exit_status;        /* once the daemon was reaped: as ul_wait_exit returns it */
     SSL_CTX *ctx;           /* client context that trusts the certificates written */
+    pid_t janitor;          /* cleans up if the owner dies without doing so */
+    int janitor_fd;         /* its pipe: daemon pids in, closing it ends it */
 };
 
 /* Makes the directory, a certificate, and an initialised DB.  NULL with a
