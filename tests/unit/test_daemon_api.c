@@ -144,22 +144,22 @@ static json_t *stream_all(const char *path, json_t *body, struct ul_resp *head)
 /* Concatenates choice index's text (chat delta.content or completions text). */
 static char *stream_text(json_t *events, int index, int chat, const char **finish)
 {
-    size_t i;
-    json_t *e, *ch;
-    char *out = strdup("");
+    size_t len = 0;
+    char *out = calloc(1, 1);
     *finish = NULL;
-    json_array_foreach(events, i, e)
-    {
-        size_t k;
-        json_array_foreach(json_object_get(e, "choices"), k, ch)
-        {
+    for (size_t i = 0; i < json_array_size(events); i++) {
+        json_t *choices = json_object_get(json_array_get(events, i), "choices");
+        for (size_t k = 0; k < json_array_size(choices); k++) {
+            json_t *ch = json_array_get(choices, k);
             if (json_integer_value(json_object_get(ch, "index")) != index)
                 continue;
             const char *t = ul_jstr(ch, chat ? "delta.content" : "text");
             if (t) {
-                size_t n = strlen(out);
-                out = realloc(out, n + strlen(t) + 1);
-                strcpy(out + n, t);
+                char *grown = realloc(out, len + strlen(t) + 1);
+                ck_assert_ptr_nonnull(grown);
+                out = grown;
+                strcpy(out + len, t);
+                len += strlen(t);
             }
             const char *f = ul_jstr(ch, "finish_reason");
             if (f) {
@@ -331,7 +331,8 @@ START_TEST(completion_stream_text_equals_non_stream_text)
     ck_assert_str_eq(ul_jstr(json_array_get(ev, 0), "object"), "text_completion");
     size_t i;
     json_t *e;
-    json_array_foreach(ev, i, e) /* no include_usage: no usage chunk */
+    /* no include_usage: no usage chunk */
+    for (i = 0; i < json_array_size(ev) && (e = json_array_get(ev, i)); i++)
         ck_assert(!json_is_object(json_object_get(e, "usage")));
     const char *fin;
     char *text = stream_text(ev, 0, 0, &fin);
@@ -416,8 +417,7 @@ START_TEST(chat_logprobs_have_one_entry_per_token_and_top_k_alternatives)
     ck_assert_int_eq((long)json_array_size(content), jint(r.json, "usage.completion_tokens"));
     size_t i;
     json_t *e;
-    json_array_foreach(content, i, e)
-    {
+    for (i = 0; i < json_array_size(content) && (e = json_array_get(content, i)); i++) {
         ck_assert_ptr_nonnull(ul_jstr(e, "token"));
         double lp = json_number_value(json_object_get(e, "logprob"));
         ck_assert(lp <= 0.0);

@@ -507,8 +507,7 @@ int ul_ledger_count(struct ul_env *e, const char *tenant, const char *finish)
     int n = 0;
     size_t i;
     json_t *row;
-    json_array_foreach(rows, i, row)
-    {
+    for (i = 0; i < json_array_size(rows) && (row = json_array_get(rows, i)); i++) {
         const char *t = ul_jstr(row, "tenant"), *f = ul_jstr(row, "finish");
         if ((!tenant || (t && strcmp(t, tenant) == 0)) &&
             (!finish || (f && strcmp(f, finish) == 0)))
@@ -522,8 +521,7 @@ json_t *ul_ledger_find(json_t *rows, const char *request_id)
 {
     size_t i;
     json_t *row;
-    json_array_foreach(rows, i, row)
-    {
+    for (i = 0; i < json_array_size(rows) && (row = json_array_get(rows, i)); i++) {
         const char *id = ul_jstr(row, "request_id");
         if (id && request_id && strcmp(id, request_id) == 0)
             return row;
