@@ -232,7 +232,8 @@ void http_respond(struct http_req *r, int status, const char *ctype, const char 
     if (c->s->closing)
         r->keep_alive = 0;
     write_head(c, status, ctype, headers, (long)len, r->keep_alive);
-    evbuffer_add(bufferevent_get_output(c->bev), body, len);
+    if (!r->method || strcmp(r->method, "HEAD") != 0) /* HEAD: the headers alone */
+        evbuffer_add(bufferevent_get_output(c->bev), body, len);
     conn_sending(c);
 }
 
