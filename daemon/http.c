@@ -35,13 +35,21 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HTTP_MAX_LISTENERS 16
 #define HTTP_MAX_HEADERS   100
 #define HTTP_PIPELINE_CAP  (64 * 1024) /* input buffered while a request is handled */
 
-enum conn_state { CS_IDLE, CS_HEAD, CS_BODY, CS_HANDLING, CS_SENDING, CS_CLOSING };
+enum conn_state { CS_IDLE, CS_HEAD, CS_BODY, CS_HANDLING, CS_SENDING, CS_LINGER, CS_CLOSING };
+
+/* After an error sent before the request was read whole (413 ...), input is
+ * read and dropped for a while before closing: closing a socket with
+ * unread data makes the kernel send a reset, which can reach the client
+ * before it has read our answer. */
+#define HTTP_LINGER_IDLE  2.0  /* seconds without input that end the linger */
+#define HTTP_LINGER_TOTAL 10.0 /* seconds a linger may last at most */
 
 struct http_hdr {
     char *name, *value; /* point into the request's header block */
@@ -77,7 +85,9 @@ struct http_conn {
     struct http_req *req;
     /* request body being read */
     int chunked;
-    size_t need; /* Content-Length bytes still to come */
+    size_t need;       /* Content-Length bytes still to come */
+    int linger;        /* drop input after the answer, then close */
+    double linger_end; /* monotonic deadline of the linger */
     struct evbuffer *body;
 };
 
@@ -146,6 +156,13 @@ const char *http_reason(int status)
 }
 
 /* ------------------------------------------------------------- timers -- */
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void conn_arm(struct http_conn *c, double seconds)
 {
@@ -218,7 +235,7 @@ static void conn_error(struct http_conn *c, int status, const char *message)
         c->req->c = c;
     }
     c->req->keep_alive = 0;
-    bufferevent_disable(c->bev, EV_READ);
+    c->linger = 1;
     write_head(c, status, ctype, NULL, (long)len, 0);
     evbuffer_add(bufferevent_get_output(c->bev), body ? body : "", len);
     free(body);
@@ -598,8 +615,19 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
             }
             dispatch(c);
             return; /* the next request is read once this one is answered */
+        case CS_LINGER:
+            evbuffer_drain(in, evbuffer_get_length(in));
+            if (mono_now() > c->linger_end)
+                conn_close(c);
+            else
+                conn_arm(c, HTTP_LINGER_IDLE);
+            return;
         case CS_HANDLING:
         case CS_SENDING:
+            if (c->linger) {
+                evbuffer_drain(in, evbuffer_get_length(in));
+                return;
+            }
             if (evbuffer_get_length(in) > HTTP_PIPELINE_CAP)
                 bufferevent_disable(bev, EV_READ);
             return;
@@ -618,6 +646,13 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
     int keep = c->req && c->req->keep_alive && !c->s->closing;
     req_free(c->req);
     c->req = NULL;
+    if (!keep && c->linger) {
+        c->state = CS_LINGER;
+        c->linger_end = mono_now() + HTTP_LINGER_TOTAL;
+        conn_arm(c, HTTP_LINGER_IDLE);
+        bufferevent_enable(bev, EV_READ);
+        return;
+    }
     if (!keep) {
         conn_close(c);
         return;
