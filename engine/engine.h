@@ -47,6 +47,8 @@ struct eng_opts {
                              level per aging_s seconds (see sched/sched.h) */
     int check_invariants; /* check the KV pool's invariants every step: 1 on, -1 off, 0 default
                              (on unless NDEBUG) */
+    int snapshot_blocks;  /* 1: snapshots carry the device block map and every request's block
+                             table (llmadmin blocks); costs a copy of both per step */
     long fail_step;       /* testing: the forward pass of this step fails (0: never) */
     /* Called on the engine thread after every step with what it ran (tests, tracing). */
     void (*on_step)(void *arg, const struct eng_step_info *info);
@@ -205,6 +207,27 @@ const char *eng_rstate_name(enum eng_rstate s);
 
 #define ENG_SNAP_PRIOS 8 /* priorities counted apart; higher ones share the last row */
 
+/* One entry of a request's block table (snapshot_blocks). */
+struct eng_snap_entry {
+    int seq;       /* sequence index in the request */
+    int logical;   /* block index in the sequence: tokens logical*block_size .. */
+    int32_t block; /* physical block: in the device pool, or in the host pool when on_host */
+    int on_host;
+    int ref;       /* the block's reference count (> 1: shared with another sequence or the
+                      prefix cache) */
+    uint64_t hash; /* prefix-cache hash, 0 while the block is not full / not hashed */
+};
+
+enum eng_block_state { ENG_BLOCK_FREE = 0, ENG_BLOCK_CACHED, ENG_BLOCK_USED };
+
+/* One device block in the snapshot's block map (snapshot_blocks). */
+struct eng_snap_block {
+    uint8_t state;  /* enum eng_block_state */
+    int16_t tenant; /* index in eng_snapshot.tenants of a request holding it, -1 when none */
+    int32_t ref;
+    uint64_t hash;
+};
+
 struct eng_snap_req {
     uint64_t id;
     char tenant[64];
@@ -215,6 +238,8 @@ struct eng_snap_req {
     int device_blocks, host_blocks;
     int preemptions;
     double age_s;
+    int n_table; /* snapshot_blocks: the block tables of all its sequences, seq-major */
+    struct eng_snap_entry *table;
 };
 
 struct eng_snap_tenant {
@@ -244,7 +269,9 @@ struct eng_snapshot {
     int n_tenants;
     struct eng_snap_tenant *tenants; /* [n_tenants] */
     int n_reqs;
-    struct eng_snap_req *reqs; /* [n_reqs] */
+    struct eng_snap_req *reqs;     /* [n_reqs] */
+    int n_blocks;                  /* snapshot_blocks: blocks_total, else 0 */
+    struct eng_snap_block *blocks; /* [n_blocks] the device pool, block by block */
 };
 
 /* A copy of the state published after the last step; the caller frees it
