@@ -14,7 +14,7 @@ MODEL   ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 VOCABS  := $(addprefix models/vocab/ggml-vocab-,llama-spm.gguf llama-bpe.gguf qwen2.gguf)
 
 PKGS     := jansson libpcre2-8 openblas libevent libevent_openssl libevent_pthreads openssl \
-	sqlite3 libsystemd
+	sqlite3 libsystemd ncursesw
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)

@@ -5,14 +5,16 @@
  * function that takes its own arguments after the command word and returns
  * the process exit status.  DB commands (init, tenant, key, usage) work on
  * the SQLite file directly, so they work while the daemon is down; live
- * commands will talk to the daemon's admin socket and are added as more
- * rows of the same table.  Every command prints a human table by default
- * and exactly one JSON value with --json.
+ * commands (status, queues, blocks, drain, undrain, evict, top) send one
+ * JSON line to the daemon's admin socket (daemon/admsock.h) and render its
+ * one-line reply.  Every command prints a human table by default and
+ * exactly one JSON value with --json.
  */
 #ifndef LLMD_ADMIN_ADM_H
 #define LLMD_ADMIN_ADM_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -21,13 +23,15 @@
 #define ADM_FAIL  1 /* the command could not be done: "llmadmin: why" on stderr */
 #define ADM_USAGE 2 /* the command line is wrong: message and a usage line on stderr */
 
-#define ADM_DEFAULT_DB "/var/lib/llmd/llmd.db"
+#define ADM_DEFAULT_DB     "/var/lib/llmd/llmd.db"
+#define ADM_DEFAULT_SOCKET "/run/llmd/admin.sock"
 
 /* What every command gets: the global options, already parsed. */
 struct adm_ctx {
-    const char *db_path; /* --db, else $LLMD_DB, else ADM_DEFAULT_DB */
-    int json;            /* --json */
-    const char *usage;   /* the running (sub)command's usage line, for adm_usage */
+    const char *db_path;     /* --db, else $LLMD_DB, else ADM_DEFAULT_DB */
+    int json;                /* --json */
+    const char *usage;       /* the running (sub)command's usage line, for adm_usage */
+    const char *socket_path; /* --socket, else $LLMD_ADMIN_SOCKET, else ADM_DEFAULT_SOCKET */
 };
 
 /* One command: argv[0] is the command word. */
@@ -44,6 +48,35 @@ int adm_cmd_init(struct adm_ctx *c, int argc, char **argv);
 int adm_cmd_tenant(struct adm_ctx *c, int argc, char **argv);
 int adm_cmd_key(struct adm_ctx *c, int argc, char **argv);
 int adm_cmd_usage(struct adm_ctx *c, int argc, char **argv);
+/* live: admin/adm_live.c and admin/adm_top.c */
+int adm_cmd_status(struct adm_ctx *c, int argc, char **argv);
+int adm_cmd_queues(struct adm_ctx *c, int argc, char **argv);
+int adm_cmd_blocks(struct adm_ctx *c, int argc, char **argv);
+int adm_cmd_drain(struct adm_ctx *c, int argc, char **argv);
+int adm_cmd_undrain(struct adm_ctx *c, int argc, char **argv);
+int adm_cmd_evict(struct adm_ctx *c, int argc, char **argv);
+int adm_cmd_top(struct adm_ctx *c, int argc, char **argv);
+
+/* ---------------------------------------------------------- admin socket */
+
+/* Set from a signal handler: a request waiting on the socket gives up. */
+extern volatile sig_atomic_t adm_live_stop;
+
+/* Sends req (taken: released here, NULL means out of memory) to the admin
+ * socket and waits up to 10 s for the one-line reply.  0 with *reply (the
+ * caller owns it; "ok" was true), or -1 with the reason in err: no daemon,
+ * not permitted, the daemon's own "error", or a broken reply. */
+int adm_live_request(const struct adm_ctx *c, json_t *req, json_t **reply, char *err,
+                     size_t errlen);
+/* adm_live_request that says why on stderr: ADM_OK or ADM_FAIL. */
+int adm_live_call(const struct adm_ctx *c, json_t *req, json_t **reply);
+
+/* The human views that top shares: status's header lines (model, backend,
+ * uptime, draining, KV blocks, tokens/s, preemptions) and the queues table
+ * (compact: engine ids only, so that it fits 80 columns).  ADM_OK or
+ * ADM_FAIL. */
+int adm_status_header_write(const json_t *status, FILE *out);
+int adm_queues_write(const json_t *queues, int compact, FILE *out);
 
 /* ------------------------------------------------------------ messages */
 

@@ -2,11 +2,10 @@
  * admin/main.c — llmadmin's entry point: global options, then one command
  * looked up in a table.
  *
- * The global options (--db, --json, --help, --version) may stand anywhere
- * on the line, so they are taken out first and what remains is the command
- * and its own arguments.  Every command is a row of adm_cmds; live commands
- * over the daemon's admin socket (status, queues, blocks, drain, undrain,
- * evict, top) are added as more rows.
+ * The global options (--db, --socket, --json, --help, --version) may stand
+ * anywhere on the line, so they are taken out first and what remains is the
+ * command and its own arguments.  Every command is a row of adm_cmds: DB
+ * commands first, then the live ones over the daemon's admin socket.
  */
 #include "admin/adm.h"
 
@@ -29,15 +28,29 @@ static const struct adm_cmd adm_cmds[] = {
      "API keys: a new key is printed once, only its hash is kept", adm_cmd_key},
     {"usage", "usage [--tenant NAME] [--since YYYY-MM-DD|-Nd|-Nh] [--rows N]",
      "totals per tenant, or the N newest ledger rows", adm_cmd_usage},
+    {"status", "status", "the running daemon: model, KV blocks, queues per priority and tenant",
+     adm_cmd_status},
+    {"queues", "queues [--tenant NAME]", "every request the engine holds, and its state",
+     adm_cmd_queues},
+    {"blocks", "blocks [REQUEST]", "a map of the device KV blocks, or one request's block table",
+     adm_cmd_blocks},
+    {"drain", "drain [--wait [--timeout SECONDS]]",
+     "refuse new requests and let running ones finish (--wait: until none is left)", adm_cmd_drain},
+    {"undrain", "undrain", "accept new requests again", adm_cmd_undrain},
+    {"evict", "evict REQUEST|--tenant NAME [--abort]",
+     "preempt requests off the device (--abort: end them with an error)", adm_cmd_evict},
+    {"top", "top [-d SECONDS]", "status and queues, refreshed every second (q quits)", adm_cmd_top},
 };
 #define ADM_N_CMDS ((int)(sizeof(adm_cmds) / sizeof(*adm_cmds)))
 
 static void adm_help(void)
 {
-    printf("usage: llmadmin [--db PATH] [--json] COMMAND ...\n\n"
-           "Manages llmd's tenants, API keys and usage ledger.  DB commands work on\n"
-           "the DB file directly, whether or not the daemon runs; it picks up changes\n"
-           "within a second.\n\nCommands:\n");
+    printf("usage: llmadmin [--db PATH] [--socket PATH] [--json] COMMAND ...\n\n"
+           "Manages llmd's tenants, API keys and usage ledger, and watches and steers\n"
+           "the running daemon.  DB commands (init, tenant, key, usage) work on the DB\n"
+           "file directly, whether or not the daemon runs; it picks up changes within\n"
+           "a second.  Live commands (status, queues, blocks, drain, undrain, evict,\n"
+           "top) talk to the daemon over its admin socket.\n\nCommands:\n");
     for (int i = 0; i < ADM_N_CMDS; i++) {
         printf("\n  %s: %s\n", adm_cmds[i].name, adm_cmds[i].help);
         const char *s = adm_cmds[i].synopsis;
@@ -48,12 +61,14 @@ static void adm_help(void)
         }
     }
     printf("\nOptions (anywhere on the line):\n"
-           "  --db PATH   the DB file (default: $LLMD_DB, else %s)\n"
-           "  --json      print one JSON value instead of tables\n"
-           "  --help      print this help\n"
-           "  --version   print the version\n\n"
+           "  --db PATH       the DB file (default: $LLMD_DB, else %s)\n"
+           "  --socket PATH   the admin socket (default: $LLMD_ADMIN_SOCKET, else\n"
+           "                  %s)\n"
+           "  --json          print one JSON value instead of tables\n"
+           "  --help          print this help\n"
+           "  --version       print the version\n\n"
            "Exit status: 0 done, 1 failed (the reason on stderr), 2 usage error.\n",
-           ADM_DEFAULT_DB);
+           ADM_DEFAULT_DB, ADM_DEFAULT_SOCKET);
 }
 
 /* What the global options asked for besides running a command. */
@@ -81,6 +96,12 @@ static int adm_globals(struct adm_ctx *c, int *argc, char **argv, enum adm_want 
             if (i + 1 >= *argc)
                 return adm_usage(NULL, "option '--db' needs a value");
             c->db_path = argv[++i];
+        } else if (strncmp(a, "--socket=", 9) == 0) {
+            c->socket_path = a + 9;
+        } else if (strcmp(a, "--socket") == 0) {
+            if (i + 1 >= *argc)
+                return adm_usage(NULL, "option '--socket' needs a value");
+            c->socket_path = argv[++i];
         } else {
             argv[n++] = argv[i];
         }
@@ -94,6 +115,8 @@ int main(int argc, char **argv)
     struct adm_ctx c = {0};
     const char *env = getenv("LLMD_DB");
     c.db_path = env && *env ? env : ADM_DEFAULT_DB;
+    env = getenv("LLMD_ADMIN_SOCKET");
+    c.socket_path = env && *env ? env : ADM_DEFAULT_SOCKET;
     enum adm_want want = ADM_RUN;
     if (adm_globals(&c, &argc, argv, &want) != ADM_OK)
         return ADM_USAGE;
@@ -109,6 +132,8 @@ int main(int argc, char **argv)
         return adm_usage(NULL, "missing command (try 'llmadmin --help')");
     if (!*c.db_path)
         return adm_usage(NULL, "--db: empty path");
+    if (!*c.socket_path)
+        return adm_usage(NULL, "--socket: empty path");
     for (int i = 0; i < ADM_N_CMDS; i++)
         if (strcmp(argv[0], adm_cmds[i].name) == 0) {
             c.usage = adm_cmds[i].synopsis;
