@@ -119,8 +119,11 @@ static int adm_sock_readline(int fd, double deadline, const char *path, char **l
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n <= 0 && len == 0) {
-            snprintf(err, errlen, "llmd closed the connection without a reply (socket %s%s%s)",
-                     path, n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
+            /* a refused peer should get a reason first, but a reset can lose it */
+            snprintf(err, errlen, "llmd closed the connection without a reply (socket %s%s%s)%s",
+                     path, n < 0 ? ": " : "", n < 0 ? strerror(errno) : "",
+                     geteuid() != 0 ? "; it refuses users that are not root or in the llmd group"
+                                    : "");
             break;
         }
         char *nl = n > 0 ? memchr(buf + len, '\n', (size_t)n) : buf + len;
