@@ -303,9 +303,10 @@ static int adm_kv_line(const json_t *kv, int device, FILE *out)
     adm_fmt_bytes(bb, blk, sizeof(blk));
     adm_fmt_bytes(bb * (double)used, a, sizeof(a));
     adm_fmt_bytes(bb * (double)free_, f, sizeof(f));
-    if (!device)
+    if (!device) /* two lines, so that each fits 80 columns (top) */
         return fprintf(out,
-                       "host KV:      %lld blocks of %s: %lld used, %lld free (%s used, %s free)\n",
+                       "host KV:      %lld blocks of %s: %lld used, %lld free\n"
+                       "              (%s used, %s free)\n",
                        total, blk, used, free_, a, f);
     adm_fmt_bytes(bb * (double)cached, b, sizeof(b));
     return fprintf(out,

@@ -111,7 +111,7 @@ static void adm_top_paint(const struct adm_ctx *c, double delay, const char *tex
     struct tm tm;
     if (!localtime_r(&now, &tm) || !strftime(clock, sizeof(clock), "%H:%M:%S", &tm))
         clock[0] = '\0';
-    snprintf(title, sizeof(title), "llmadmin top  %s  every %gs  %s  (q quits)", clock, delay,
+    snprintf(title, sizeof(title), "llmadmin top  %s  every %gs  q quits  %s", clock, delay,
              c->socket_path);
     erase();
     attron(A_REVERSE);

@@ -17,6 +17,8 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
+#include <pty.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,7 +414,8 @@ START_TEST(status_prints_the_header_priorities_and_tenant_shares)
         "draining:     no\n",
         "device KV:    1024 blocks of 1.5 MiB: 300 used, 100 cached, 624 free\n",
         "(450.0 MiB used, 150.0 MiB cached, 936.0 MiB free)\n",
-        "host KV:      4096 blocks of 1.5 MiB: 12 used, 4084 free",
+        "host KV:      4096 blocks of 1.5 MiB: 12 used, 4084 free\n",
+        "              (18.0 MiB used, 6.0 GiB free)\n",
         "tokens/s:     123.5 over 10 s, 98.7 over 1 min\n",
         "preemptions:  3 by swap, 1 by recompute; swapped 12.0 MiB out, 6.0 MiB in\n",
         "prefix cache: 50 hits of 200 lookups (25%)\n",
@@ -776,6 +779,85 @@ START_TEST(top_without_a_terminal_prints_one_snapshot)
 }
 END_TEST
 
+/* Runs top -d 0.2 on an 80x24 pseudo-terminal until its screen shows the
+ * queue, then stops it with key (or SIGINT when key is 0); the exit status,
+ * and everything it wrote into *screen (caller frees). */
+static int top_on_a_terminal(struct fake *f, char key, char **screen)
+{
+    struct winsize ws = {.ws_row = 24, .ws_col = 80};
+    int fd;
+    fflush(NULL);
+    pid_t pid = forkpty(&fd, NULL, NULL, &ws);
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("TERM", "xterm", 1);
+        execl(f->bin, f->bin, "--socket", f->sock, "top", "-d", "0.2", (char *)NULL);
+        _exit(127);
+    }
+    size_t cap = 1 << 20, len = 0;
+    char *out = calloc(1, cap);
+    ck_assert_ptr_nonnull(out);
+    int sent = 0, st = 0;
+    /* generous bounds against a hang, never a timing assertion */
+    for (int i = 0; i < 400; i++) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) > 0) {
+            ssize_t n = read(fd, out + len, cap - len - 1);
+            if (n <= 0) { /* the terminal's far side closed: top is exiting */
+                ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+                pid = 0;
+                break;
+            }
+            len += n > 0 ? (size_t)n : 0;
+        }
+        if (!sent && strstr(out, "swapped") && strstr(out, "PREEMPT")) {
+            sent = key ? (int)write(fd, &key, 1) : kill(pid, SIGINT) == 0;
+            ck_assert_int_eq(sent, 1);
+        }
+        if (sent && waitpid(pid, &st, WNOHANG) == pid) {
+            while (poll(&p, 1, 50) > 0 && (size_t)(cap - len - 1) > 0) {
+                ssize_t n = read(fd, out + len, cap - len - 1);
+                if (n <= 0)
+                    break;
+                len += (size_t)n;
+            }
+            pid = 0;
+            break;
+        }
+    }
+    close(fd);
+    if (pid) { /* still running: a failure, but leave nothing behind */
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        ck_abort_msg("top did not stop; it wrote: %s", out);
+    }
+    *screen = out;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+START_TEST(top_on_a_terminal_refreshes_and_gives_the_terminal_back)
+{
+    const char keys[] = {'q', 0};
+    for (size_t i = 0; i < 2; i++) {
+        struct fake f;
+        fake_start(&f, FAKE_NORMAL);
+        char *screen;
+        int rc = top_on_a_terminal(&f, keys[i], &screen);
+        ck_assert_msg(rc == 0, "top exit %d (%s)", rc, keys[i] ? "q" : "SIGINT");
+        assert_has(screen, "SmolLM2-135M-Instruct");
+        assert_has(screen, "\x1b[?1049l");                     /* left the alternate screen */
+        ck_assert_ptr_null(strstr(screen, "chatcmpl-abc123")); /* compact: engine ids only */
+        ck_assert_msg(!strstr(screen, "Sanitizer"), "%s", screen);
+        free(screen);
+        size_t n = n_requests(&f);
+        ck_assert_uint_ge(n, 2);
+        assert_request(&f, 0, "{\"cmd\":\"status\"}");
+        assert_request(&f, 1, "{\"cmd\":\"queues\"}");
+        fake_stop(&f);
+    }
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("llmadmin_live");
@@ -802,7 +884,9 @@ Suite *test_suite(void)
     tcase_add_test(e, the_socket_comes_from_the_flag_then_the_environment);
     suite_add_tcase(s, e);
     TCase *t = tcase_create("top");
+    tcase_set_timeout(t, 60);
     tcase_add_test(t, top_without_a_terminal_prints_one_snapshot);
+    tcase_add_test(t, top_on_a_terminal_refreshes_and_gives_the_terminal_back);
     suite_add_tcase(s, t);
     return s;
 }
