@@ -157,8 +157,14 @@ static int adm_top_screen(const struct adm_ctx *c, double delay)
 {
     adm_top_signals();
     setlocale(LC_ALL, "");
-    if (!initscr())
-        return adm_fail("cannot start the terminal screen");
+    /* newterm, unlike initscr, returns instead of exiting on an unknown TERM */
+    SCREEN *scr = newterm(NULL, stdout, stdin);
+    if (!scr) {
+        const char *term = getenv("TERM");
+        return adm_fail("cannot drive terminal type '%s' (set TERM, or pipe top's output for "
+                        "one snapshot)",
+                        term ? term : "");
+    }
     cbreak();
     noecho();
     keypad(stdscr, TRUE);
@@ -176,6 +182,7 @@ static int adm_top_screen(const struct adm_ctx *c, double delay)
     }
     free(text);
     endwin();
+    delscreen(scr);
     return ADM_OK;
 }
 
