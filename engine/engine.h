@@ -216,6 +216,9 @@ struct eng_snap_entry {
     int ref;       /* the block's reference count (> 1: shared with another sequence or the
                       prefix cache) */
     uint64_t hash; /* prefix-cache hash, 0 while the block is not full / not hashed */
+    /* A device entry's ref and hash are the block map's for that block (a full
+     * block whose equal was cached first has none); a host block belongs to
+     * one table (ref 1) and shows the hash it is looked up under at swap-in. */
 };
 
 enum eng_block_state { ENG_BLOCK_FREE = 0, ENG_BLOCK_CACHED, ENG_BLOCK_USED };

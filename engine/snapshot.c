@@ -6,9 +6,17 @@
  * scheduler's views, the KV pool's counters and the swap pool's; readers
  * get a deep copy under the engine's lock, so they never see a half-built
  * one and never touch the scheduler.
+ *
+ * With snapshot_blocks the snapshot also carries the device block map and
+ * every request's block tables.  Both are read from the same pool at the
+ * same moment, so they agree exactly (the tests rely on it); the cost is
+ * one pass over the blocks plus one over the table entries, never their
+ * product.  The snapshot owns every array in it: reqs[k].table each on its
+ * own, the block map, the tenants and the requests.
  */
 #include "engine/eng_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +123,117 @@ static void snap_reqs(struct eng *e, struct eng_snapshot *s)
     s->n_reqs = k;
 }
 
+/* ------------------------------------------------- blocks (snapshot_blocks) -- */
+
+static uint8_t snap_block_state(enum kv_state st)
+{
+    switch (st) {
+    case KV_USED:
+        return ENG_BLOCK_USED;
+    case KV_CACHED:
+        return ENG_BLOCK_CACHED;
+    default:
+        return ENG_BLOCK_FREE;
+    }
+}
+
+/* The device pool block by block; tenants are filled in by snap_tables. */
+static int snap_block_map(const struct kv_pool *p, struct eng_snapshot *s)
+{
+    int n = kv_pool_blocks(p);
+    s->blocks = malloc(sizeof(*s->blocks) * (size_t)(n > 0 ? n : 1));
+    if (!s->blocks)
+        return -1;
+    s->n_blocks = n;
+    for (int32_t b = 0; b < n; b++)
+        s->blocks[b] = (struct eng_snap_block){.state = snap_block_state(kv_block_state(p, b)),
+                                               .tenant = -1,
+                                               .ref = kv_block_refs(p, b),
+                                               .hash = kv_block_hash(p, b)};
+    return 0;
+}
+
+/* One entry per block of every sequence, seq-major.  A host block belongs to
+ * exactly one swapped table (ref 1) and keeps the hash its table recorded, the
+ * one it is looked up under at swap-in; a device block shows the pool's ref
+ * and hash, so the entry and the block map never disagree. */
+static int snap_table(const struct kv_pool *p, const struct sched_req *sr, struct eng_snap_req *q)
+{
+    int n = 0;
+    for (int i = 0; i < sr->n; i++)
+        n += sr->seqs[i].table.n_blocks;
+    if (n == 0)
+        return 0;
+    q->table = malloc(sizeof(*q->table) * (size_t)n);
+    if (!q->table)
+        return -1;
+    int k = 0;
+    for (int i = 0; i < sr->n; i++) {
+        const struct kv_table *t = &sr->seqs[i].table;
+        for (int j = 0; j < t->n_blocks; j++) {
+            int32_t b = t->blocks[j];
+            q->table[k++] =
+                (struct eng_snap_entry){.seq = i,
+                                        .logical = j,
+                                        .block = b,
+                                        .on_host = t->on_host,
+                                        .ref = t->on_host ? 1 : kv_block_refs(p, b),
+                                        .hash = t->on_host ? t->hashes[j] : kv_block_hash(p, b)};
+        }
+    }
+    q->n_table = n;
+    return 0;
+}
+
+/* Index of tenant id in the snapshot's tenants (same order as the
+ * scheduler's), -1 when absent or past what the map's field holds. */
+static int snap_tenant_index(const int64_t *tids, int n_tenants, int64_t id)
+{
+    for (int i = 0; i < n_tenants && i <= INT16_MAX; i++)
+        if (tids[i] == id)
+            return i;
+    return -1;
+}
+
+/* Every request's tables, in the order of snap_reqs; each device block of
+ * the map is tagged with the tenant of the first request found holding it. */
+static int snap_tables(struct eng *e, struct eng_snapshot *s, const int64_t *tids)
+{
+    const struct kv_pool *p = sched_pool(e->s);
+    int k = 0;
+    for (const struct sched_req *sr = sched_first(e->s); sr && k < s->n_reqs;
+         sr = sched_next(e->s, sr), k++) {
+        struct eng_snap_req *q = &s->reqs[k];
+        if (snap_table(p, sr, q) != 0)
+            return -1;
+        int ti = snap_tenant_index(tids, s->n_tenants, sr->tenant);
+        for (int j = 0; j < q->n_table; j++) {
+            const struct eng_snap_entry *en = &q->table[j];
+            if (!en->on_host && en->block >= 0 && en->block < s->n_blocks &&
+                s->blocks[en->block].tenant < 0)
+                s->blocks[en->block].tenant = (int16_t)ti;
+        }
+    }
+    return 0;
+}
+
+static int snap_blocks(struct eng *e, struct eng_snapshot *s)
+{
+    int64_t *tids = malloc(sizeof(*tids) * (size_t)(s->n_tenants > 0 ? s->n_tenants : 1));
+    if (!tids)
+        return -1;
+    for (int i = 0; i < s->n_tenants; i++) {
+        struct sched_tenant_info ti;
+        sched_tenant_info(e->s, i, &ti);
+        tids[i] = ti.tenant;
+    }
+    int rc = snap_block_map(sched_pool(e->s), s) == 0 && snap_tables(e, s, tids) == 0 ? 0 : -1;
+    free(tids);
+    return rc;
+}
+
+/* ----------------------------------------------------------- life cycle -- */
+
 struct eng_snapshot *eng_snapshot_build(struct eng *e)
 {
     int n_reqs = 0;
@@ -135,7 +254,37 @@ struct eng_snapshot *eng_snapshot_build(struct eng *e)
     snap_counters(e, s);
     snap_tenants(e, s);
     snap_reqs(e, s);
+    if (e->o.snapshot_blocks > 0 && snap_blocks(e, s) != 0) {
+        eng_snapshot_free(s);
+        return NULL;
+    }
     return s;
+}
+
+/* Deep-copies the block map and the tables into s, whose pointers to them
+ * are still src's: they are cleared first, so that a failure leaves s owning
+ * only what it allocated. */
+static int snap_copy_blocks(struct eng_snapshot *s, const struct eng_snapshot *src)
+{
+    s->blocks = NULL;
+    for (int k = 0; k < s->n_reqs; k++)
+        s->reqs[k].table = NULL;
+    if (src->blocks) {
+        s->blocks = malloc(sizeof(*s->blocks) * (size_t)(src->n_blocks > 0 ? src->n_blocks : 1));
+        if (!s->blocks)
+            return -1;
+        memcpy(s->blocks, src->blocks, sizeof(*s->blocks) * (size_t)src->n_blocks);
+    }
+    for (int k = 0; k < s->n_reqs; k++) {
+        const struct eng_snap_req *q = &src->reqs[k];
+        if (!q->table || q->n_table <= 0)
+            continue;
+        s->reqs[k].table = malloc(sizeof(*q->table) * (size_t)q->n_table);
+        if (!s->reqs[k].table)
+            return -1;
+        memcpy(s->reqs[k].table, q->table, sizeof(*q->table) * (size_t)q->n_table);
+    }
+    return 0;
 }
 
 struct eng_snapshot *eng_snapshot_copy(const struct eng_snapshot *src)
@@ -144,16 +293,23 @@ struct eng_snapshot *eng_snapshot_copy(const struct eng_snapshot *src)
     if (!s)
         return NULL;
     *s = *src;
+    s->blocks = NULL;
     size_t nt = (size_t)(src->n_tenants > 0 ? src->n_tenants : 1);
     size_t nr = (size_t)(src->n_reqs > 0 ? src->n_reqs : 1);
     s->tenants = malloc(sizeof(*s->tenants) * nt);
     s->reqs = malloc(sizeof(*s->reqs) * nr);
     if (!s->tenants || !s->reqs) {
-        eng_snapshot_free(s);
+        free(s->tenants);
+        free(s->reqs);
+        free(s);
         return NULL;
     }
     memcpy(s->tenants, src->tenants, sizeof(*s->tenants) * (size_t)src->n_tenants);
     memcpy(s->reqs, src->reqs, sizeof(*s->reqs) * (size_t)src->n_reqs);
+    if (snap_copy_blocks(s, src) != 0) {
+        eng_snapshot_free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -161,6 +317,10 @@ void eng_snapshot_free(struct eng_snapshot *s)
 {
     if (!s)
         return;
+    if (s->reqs)
+        for (int k = 0; k < s->n_reqs; k++)
+            free(s->reqs[k].table);
+    free(s->blocks);
     free(s->tenants);
     free(s->reqs);
     free(s);
