@@ -213,8 +213,8 @@ struct eng_snap_entry {
     int logical;   /* block index in the sequence: tokens logical*block_size .. */
     int32_t block; /* physical block: in the device pool, or in the host pool when on_host */
     int on_host;
-    int ref;       /* the block's reference count (> 1: shared with another sequence or the
-                      prefix cache) */
+    int ref;       /* the block's reference count (> 1: shared with another sequence's
+                      table, e.g. a common prompt prefix; the prefix cache holds none) */
     uint64_t hash; /* prefix-cache hash, 0 while the block is not full / not hashed */
     /* A device entry's ref and hash are the block map's for that block (a full
      * block whose equal was cached first has none); a host block belongs to

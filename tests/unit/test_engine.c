@@ -397,6 +397,9 @@ static void run_small_pool(enum eng_preempt mode, long *n_swap, long *n_recomput
         assert_same(o.ids[0], o.n[0], want[i], GEN, texts[i]);
         ck_assert_int_eq(o.fin[0], ENG_FINISH_LENGTH);
     }
+    /* clients are woken before the step's snapshot is published: wait for
+     * the engine to go idle, which it does only after publishing */
+    ck_assert_int_eq(eng_wait_idle(e, 30), 0);
     struct eng_snapshot *s = eng_snapshot(e);
     *n_swap = s->preempt_swap;
     *n_recompute = s->preempt_recompute;
