@@ -26,8 +26,9 @@
  *        prefix_cache: {lookups, hits},
  *        tenants: [{name, weight, running, waiting, swapped, device_blocks,
  *                   tokens_per_s, share, weight_share}]
- *          (share: its part of the tokens of the last 60 s; weight_share:
- *           its weight over the weights of tenants with work)
+ *          (tokens_per_s: over the last 10 s; share: its part of the
+ *           tokens of the last 60 s; weight_share: its weight over the
+ *           weights of tenants with work, 0 when it has none)
  *   {"cmd": "queues", "tenant": T (optional)}
  *     -> requests: [{id (the API's id, e.g. "chatcmpl-..."), engine_id, tenant,
  *        priority, state, age_s, n, prompt_tokens, cached_tokens,
@@ -37,7 +38,8 @@
  *        where: "device"|"host", ref, hash: "16 hex digits"|null, shared}]
  *   {"cmd": "blocks"}
  *     -> total, block_size, tenants: [names], map: [one int per device
- *        block: k >= 0 held by tenants[k], -1 free, -2 cached (reusable)]
+ *        block: k >= 0 held by tenants[k], -1 free, -2 cached (reusable),
+ *        -3 in use but held by no request the snapshot lists]
  *   {"cmd": "drain", "on": true|false}  -> draining (bool)
  *   {"cmd": "evict", "request": ID | "tenant": T, "abort": bool}
  *     -> evicted: number of engine requests acted on
@@ -59,5 +61,27 @@ struct admsock;
 int admsock_start(struct llmd *d, const char *path, struct admsock **out, char *err, size_t errlen);
 /* Closes the socket and every admin connection, and removes the file. */
 void admsock_stop(struct admsock *a);
+
+/* ---- inside the server: admsock.c carries lines, admsock_cmd.c answers -- */
+
+struct eng_snapshot;
+struct admsock_rates; /* recent token counters, for rates */
+
+/* Who is asking, from SO_PEERCRED. */
+struct admsock_peer {
+    unsigned uid;
+    int pid;
+};
+
+struct admsock_rates *admsock_rates_new(void);
+void admsock_rates_free(struct admsock_rates *r);
+/* Records the snapshot's token counters as of now (monotonic seconds). */
+void admsock_rates_sample(struct admsock_rates *r, const struct eng_snapshot *s, double now);
+/* Answers one request line (len bytes, no newline): a reply line ending in
+ * a newline, *len_out bytes, owned by the caller; NULL when memory is short. */
+char *admsock_answer(struct llmd *d, struct admsock_rates *r, const struct admsock_peer *who,
+                     const char *line, size_t len, size_t *len_out);
+/* The line {"ok":false,"error":msg} with its newline, owned by the caller. */
+char *admsock_error_line(const char *msg, size_t *len_out);
 
 #endif

@@ -21,6 +21,7 @@
 
 struct event_base;
 struct sv_req;
+struct admsock;
 
 struct llmd {
     struct llmd_config *cfg;
@@ -32,6 +33,7 @@ struct llmd {
     struct tn_table *tenants;
     struct db_writer *writer;
     struct metrics *metrics;
+    struct admsock *admin; /* the admin socket server, NULL when none */
     char model_id[256];
     long created;   /* unix seconds at start, for /v1/models */
     double t_start; /* monotonic */
@@ -53,5 +55,11 @@ void sv_push_tenants(struct llmd *d);
 void sv_free_all(struct llmd *d);
 /* Aborts every live request (drain deadline passed). */
 void sv_abort_all(struct llmd *d, const char *why);
+/* The API id ("chatcmpl-...") of the live request that owns engine request
+ * eng_id; NULL when none.  Points into the request: use it at once. */
+const char *sv_public_id(const struct llmd *d, uint64_t eng_id);
+/* The engine ids of the live request whose API id is id: their count (0
+ * when there is none) and *ids, pointing into the request: use it at once. */
+int sv_engine_ids(const struct llmd *d, const char *id, const uint64_t **ids);
 
 #endif

@@ -559,6 +559,26 @@ void sv_abort_all(struct llmd *d, const char *why)
     }
 }
 
+const char *sv_public_id(const struct llmd *d, uint64_t eng_id)
+{
+    for (const struct sv_req *sv = d->live; sv; sv = sv->next)
+        for (int i = 0; i < sv->n_eng; i++)
+            if (sv->eng_id[i] == eng_id)
+                return sv->id;
+    return NULL;
+}
+
+int sv_engine_ids(const struct llmd *d, const char *id, const uint64_t **ids)
+{
+    for (const struct sv_req *sv = d->live; sv; sv = sv->next)
+        if (strcmp(sv->id, id) == 0) {
+            *ids = sv->eng_id;
+            return sv->n_eng;
+        }
+    *ids = NULL;
+    return 0;
+}
+
 void sv_free_all(struct llmd *d)
 {
     while (d->live)
