@@ -1,14 +1,15 @@
 /*
  * daemon/main.c — llmd: load the model, start the engine, serve the API.
  *
- * The I/O thread runs one libevent loop: the HTTP server, the signals
- * (SIGTERM/SIGINT drain and exit, SIGHUP reloads the TLS certificate), a
- * timer that picks up tenant and key changes from the DB, and the wakeups
- * from the engine and the DB writer.  Shutdown is a drain: stop accepting,
+ * The I/O thread runs one libevent loop: the HTTP server, the admin
+ * socket, the signals (SIGTERM/SIGINT drain and exit, SIGHUP reloads the
+ * TLS certificate), a timer that picks up tenant and key changes from the
+ * DB, and the wakeups from the engine and the DB writer.  Shutdown is a drain: stop accepting,
  * refuse new completions with 503, let running ones finish until the
  * deadline, abort the rest (their clients get an error), flush the ledger,
  * exit 0.  Under systemd it reports READY, STATUS and STOPPING.
  */
+#include "daemon/admsock.h"
 #include "daemon/config.h"
 #include "daemon/llmd.h"
 #include "daemon/log.h"
@@ -183,6 +184,7 @@ static int load_engine(struct llmd *d, char *err, size_t errlen)
                           .max_seqs = c->max_seqs,
                           .preempt = preempt_mode(c->preempt),
                           .aging_s = c->priority_aging,
+                          .snapshot_blocks = 1, /* llmadmin blocks */
                           .on_step = on_step,
                           .on_step_arg = d->metrics};
     return eng_create(d->model, &eo, &d->eng, err, errlen);
@@ -221,6 +223,17 @@ static int open_listeners(struct llmd *d, char *err, size_t errlen)
     return 0;
 }
 
+static int open_admin(struct llmd *d, char *err, size_t errlen)
+{
+    const char *path = d->cfg->admin_socket;
+    if (!path || !path[0])
+        return 0;
+    if (admsock_start(d, path, &d->admin, err, errlen))
+        return -1;
+    log_info("admin socket at %s", path);
+    return 0;
+}
+
 static int add_events(struct llmd_main *m)
 {
     struct llmd *d = &m->d;
@@ -241,6 +254,8 @@ static int add_events(struct llmd_main *m)
 static void shutdown_all(struct llmd_main *m)
 {
     struct llmd *d = &m->d;
+    admsock_stop(d->admin); /* before the engine it reads from */
+    d->admin = NULL;
     if (d->eng)
         eng_destroy(d->eng); /* whatever still runs ends aborted */
     if (d->writer)
@@ -292,7 +307,8 @@ int main(int argc, char **argv)
     else if (tn_open(cfg.db, &d->tenants, err, sizeof(err)) == 0 &&
              db_writer_start(cfg.db, &d->writer, err, sizeof(err)) == 0 &&
              load_engine(d, err, sizeof(err)) == 0 && (d->base = event_base_new()) &&
-             open_listeners(d, err, sizeof(err)) == 0 && add_events(&m) == 0)
+             open_listeners(d, err, sizeof(err)) == 0 && open_admin(d, err, sizeof(err)) == 0 &&
+             add_events(&m) == 0)
         ok = 1;
     if (!ok) {
         if (!err[0])
