@@ -4,10 +4,11 @@
  * The I/O thread runs one libevent loop: the HTTP server, the admin
  * socket, the signals (SIGTERM/SIGINT drain and exit, SIGHUP reloads the
  * TLS certificate), a timer that picks up tenant and key changes from the
- * DB, and the wakeups from the engine and the DB writer.  Shutdown is a drain: stop accepting,
- * refuse new completions with 503, let running ones finish until the
- * deadline, abort the rest (their clients get an error), flush the ledger,
- * exit 0.  Under systemd it reports READY, STATUS and STOPPING.
+ * DB, and the wakeups from the engine and the DB writer.  Shutdown is a
+ * drain: stop accepting, refuse new completions with 503, let running ones
+ * finish until the deadline, abort the rest (their clients get an error),
+ * flush the ledger, exit 0.  Under systemd it reports READY, STATUS and
+ * STOPPING.
  */
 #include "daemon/admsock.h"
 #include "daemon/config.h"
