@@ -19,8 +19,8 @@
 #include "tests/unit/util_llmd.h"
 
 #include <check.h>
+#include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,7 +100,7 @@ static void live_runa(struct live *o, const char *const *args)
         _exit(127);
     }
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     o->rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     o->out = fd_slurp(ofd);

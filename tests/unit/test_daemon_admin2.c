@@ -189,7 +189,7 @@ static int admin_status_as(int uid, char *err, size_t cap)
         _exit(127);
     }
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     ssize_t n = pread(efd, err, cap - 1, 0);
     err[n > 0 ? n : 0] = '\0';
