@@ -139,3 +139,6 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# --- packaging (make deb, make rpm; see packaging/) ----------------------------
+-include packaging/*.mk
