@@ -5,7 +5,7 @@ set -eu
 PKGS="build-essential pkg-config git python3 python3-pip python3-venv clang libclang-rt-14-dev
 clang-format cppcheck valgrind curl ca-certificates unzip openssl sqlite3 prometheus
 libevent-dev libssl-dev libsqlite3-dev check libsubunit-dev libjansson-dev libpcre2-dev
-libopenblas-dev libsystemd-dev libncurses-dev rpm"
+libopenblas-dev libsystemd-dev libncurses-dev rpm debhelper lintian"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
