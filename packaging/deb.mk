@@ -15,7 +15,7 @@ DEB_MAINT  := llmd developers <llmd-dev@example.org>
 
 .PHONY: deb test-packaging-deb
 deb: $(BUILD)/bin/llmd $(BUILD)/bin/llmadmin
-	rm -rf $(DEB_DIR)/stage && mkdir -p $(DEB_STAGE)/bin $(DEB_STAGE)/etc \
+	rm -rf $(DEB_DIR)/stage $(DEB_DIR)/*.deb && mkdir -p $(DEB_STAGE)/bin $(DEB_STAGE)/etc \
 	  $(DEB_STAGE)/man $(DEB_STAGE)/completions $(DEB_STAGE)/lib
 	cp -R packaging/debian $(DEB_STAGE)/debian
 	cp packaging/llmd.service $(DEB_STAGE)/debian/llmd.service

@@ -4,6 +4,10 @@
 # TLS with the unit's own ExecStart command run by hand as the llmd user,
 # then removes and purges the package and checks the machine is as before.
 #
+# When llmd-cuda_*.deb lies beside the llmd .deb (make deb built the CUDA
+# backend), it is installed too and its library checked to be where llmd's
+# dlopen("libllmd_cuda.so") looks without LLMD_CUDA_LIB.
+#
 # The one idea: the package is judged from the outside, as an operator meets
 # it.  systemd need not be running (containers, CI): the daemon is started
 # the way the unit would start it, so the unit's command line, user and
@@ -18,6 +22,7 @@ DEB=${1:?usage: test-packaging.sh LLMD_DEB [MODEL.gguf]}
 MODEL=${2:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 DEB=$(readlink -f "$DEB")
 MODEL=$(readlink -f "$MODEL")
+CUDA_DEB=$(find "$(dirname "$DEB")" -maxdepth 1 -name 'llmd-cuda_*_amd64.deb' | head -1)
 UNIT_SRC=$(dirname "$0")/../packaging/llmd.service
 DB=/var/lib/llmd/llmd.db
 CERT=/etc/llmd/tls/cert.pem
@@ -36,9 +41,11 @@ cleanup() {
         kill "$DAEMON_PID" 2>/dev/null || true
         wait "$DAEMON_PID" 2>/dev/null || true
     fi
-    if dpkg-query -W -f='${Status}' llmd 2>/dev/null | grep -qv "not-installed"; then
-        DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq llmd >/dev/null 2>&1 || true
-    fi
+    for p in llmd-cuda llmd; do
+        if dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -qv "not-installed"; then
+            DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq $p >/dev/null 2>&1 || true
+        fi
+    done
     [ "$MADE_RUN" = 1 ] && rm -rf /run/llmd
     rm -rf "$WORK"
 }
@@ -48,15 +55,17 @@ trap 'exit 130' INT TERM
 [ "$(id -u)" -eq 0 ] || fail "needs root (installs a package)"
 [ -f "$DEB" ] || fail "no package $DEB"
 [ -f "$MODEL" ] || fail "no model $MODEL"
-if dpkg-query -W -f='${Status}' llmd 2>/dev/null | grep -q "install ok"; then
-    fail "llmd is already installed here; refusing to purge it"
-fi
+for p in llmd llmd-cuda; do
+    if dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q "install ok"; then
+        fail "$p is already installed here; refusing to purge it"
+    fi
+done
 getent passwd llmd >/dev/null && fail "a user llmd exists already"
 getent group llmd >/dev/null && fail "a group llmd exists already"
 for p in /var/lib/llmd /etc/llmd /run/llmd; do
     [ -e "$p" ] && fail "$p exists already"
 done
-WANTS_BEFORE=$(ls /etc/systemd/system/multi-user.target.wants 2>/dev/null | sort | tr '\n' ' ')
+WANTS_BEFORE=$(find /etc/systemd/system -path '*.wants/*' 2>/dev/null | sort | tr '\n' ' ')
 
 # mode_owner PATH -> "MODE USER:GROUP"
 mode_owner() { stat -c '%a %U:%G' "$1"; }
@@ -69,6 +78,16 @@ expect_mode() {
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$DEB" >"$WORK/apt.log" 2>&1 ||
     { cat "$WORK/apt.log" >&2; fail "apt-get install"; }
 ok "installed $(dpkg-query -W -f='${Package} ${Version}' llmd)"
+
+if [ -n "$CUDA_DEB" ]; then
+    # dpkg, not apt: the CUDA runtime it needs at run time may come from
+    # outside the archive, and only the file's place is checked here.
+    dpkg -i "$CUDA_DEB" >"$WORK/apt.log" 2>&1 || { cat "$WORK/apt.log" >&2; fail "install llmd-cuda"; }
+    so=$(dpkg -L llmd-cuda | grep '/libllmd_cuda\.so$') || fail "llmd-cuda has no libllmd_cuda.so"
+    /lib64/ld-linux-x86-64.so.2 --help | grep -q "^  $(dirname "$so") (system search path)" ||
+        fail "$so is not on the loader's default search path"
+    ok "llmd-cuda puts $so where dlopen finds it"
+fi
 
 for f in /usr/bin/llmd /usr/bin/llmadmin /etc/llmd/llmd.conf /lib/systemd/system/llmd.service \
     /usr/share/man/man8/llmd.8.gz /usr/share/man/man8/llmadmin.8.gz \
@@ -170,15 +189,22 @@ DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq llmd >"$WORK/apt.log" 2>&1 
 getent passwd llmd >/dev/null || fail "remove deleted the user"
 ok "remove keeps the database and user"
 
-DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq llmd >"$WORK/apt.log" 2>&1 ||
+# Removing llmd removed llmd-cuda too (it depends on llmd).
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq llmd ${CUDA_DEB:+llmd-cuda} >"$WORK/apt.log" 2>&1 ||
     { cat "$WORK/apt.log" >&2; fail "apt-get purge"; }
 getent passwd llmd >/dev/null && fail "purge left the user llmd"
 getent group llmd >/dev/null && fail "purge left the group llmd"
 for p in /var/lib/llmd /etc/llmd /run/llmd /lib/systemd/system/llmd.service; do
     [ ! -e "$p" ] || fail "purge left $p"
 done
-WANTS_AFTER=$(ls /etc/systemd/system/multi-user.target.wants 2>/dev/null | sort | tr '\n' ' ')
+WANTS_AFTER=$(find /etc/systemd/system -path '*.wants/*' 2>/dev/null | sort | tr '\n' ' ')
 [ "$WANTS_BEFORE" = "$WANTS_AFTER" ] || fail "purge left the service enabled"
-dpkg-query -W -f='${Status}' llmd 2>/dev/null | grep -q "install ok" && fail "llmd still installed"
+if find /var/lib/systemd -name '*llmd*' 2>/dev/null | grep -q .; then
+    fail "purge left deb-systemd-helper state for llmd"
+fi
+for p in llmd llmd-cuda; do
+    dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q "install ok" && fail "$p still installed"
+done
+[ ! -e /usr/lib/x86_64-linux-gnu/libllmd_cuda.so ] || fail "purge left libllmd_cuda.so"
 ok "purge leaves the system as it was"
 echo "test-packaging: PASS"
