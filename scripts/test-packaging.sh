@@ -119,6 +119,17 @@ systemd-analyze verify "$UNIT_SRC" || fail "systemd-analyze verify"
 cmp -s "$UNIT_SRC" /lib/systemd/system/llmd.service || fail "installed unit differs from the source"
 ok "systemd-analyze verify"
 
+# The unit is enabled but must not start before a model is configured: its
+# ExecCondition fails on the shipped llmd.conf and passes once "model =" is set.
+COND=$(sed -n 's/^ExecCondition=//p' /lib/systemd/system/llmd.service)
+[ -n "$COND" ] || fail "no ExecCondition in the unit"
+if eval "$COND"; then fail "ExecCondition passes with no model configured"; fi
+cp -p /etc/llmd/llmd.conf "$WORK/llmd.conf"
+echo "model = /var/lib/llmd/models/x.gguf" >>/etc/llmd/llmd.conf
+eval "$COND" || fail "ExecCondition fails with a model configured"
+cp -p "$WORK/llmd.conf" /etc/llmd/llmd.conf
+ok "ExecCondition holds the start back until a model is configured"
+
 # ---- tenants and keys as root ------------------------------------------------
 llmadmin --db "$DB" tenant add pkgtest >/dev/null || fail "llmadmin tenant add"
 KEY=$(llmadmin --db "$DB" --json key create pkgtest |
