@@ -142,3 +142,7 @@ clean:
 
 # --- packaging (make deb, make rpm; see packaging/) ----------------------------
 -include packaging/*.mk
+# Lintian, rpm -qpl, the unit verified, the .deb installed, serving and purged
+# (as root; .ci/run runs it after make test).
+.PHONY: test-packaging
+test-packaging: test-packaging-deb test-packaging-rpm
