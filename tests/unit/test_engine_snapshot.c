@@ -12,6 +12,7 @@
  * (OpenMP does not survive fork), like tests/unit/test_engine.c.
  */
 #include "engine/engine.h"
+#include "tests/unit/test_engine_util.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -70,42 +71,6 @@ static void eng_stop(struct eng *e)
 {
     eng_destroy(e);
     g_eng = NULL;
-}
-
-/* A deterministic prompt of n ordinary tokens (no special ones). */
-static int32_t *synth_ids(int n, unsigned seed)
-{
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
-    unsigned x = seed * 2654435761u + 1;
-    for (int i = 0; i < n; i++) {
-        x = x * 1103515245u + 12345u;
-        ids[i] = (int32_t)(1000 + (x >> 8) % 30000);
-    }
-    return ids;
-}
-
-static struct eng_request greedy(uint64_t id, const char *tenant, int prio, const int32_t *p,
-                                 int n_prompt, int max_tokens)
-{
-    struct eng_request rq = {.id = id,
-                             .tenant = tenant,
-                             .priority = prio,
-                             .prompt = p,
-                             .n_prompt = n_prompt,
-                             .max_tokens = max_tokens,
-                             .n = 1,
-                             .ignore_eos = 1};
-    smp_params_default(&rq.smp);
-    rq.smp.temperature = 0;
-    return rq;
-}
-
-static struct eng_req *submit(struct eng *e, const struct eng_request *rq)
-{
-    struct eng_req *h = NULL;
-    int rc = eng_submit(e, rq, &h);
-    ck_assert_msg(rc == ENG_OK, "submit %llu: %s", (unsigned long long)rq->id, eng_strerror(rc));
-    return h;
 }
 
 /* Takes whatever tokens are queued; returns how many sequence 0 has now. */
