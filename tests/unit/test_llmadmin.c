@@ -8,6 +8,8 @@
  */
 #include "db/db.h"
 
+#include "tests/unit/util_run.h"
+
 #include <check.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -25,11 +27,6 @@ struct fx {
 };
 
 /* One run: exit status, and stdout and stderr in full (malloc'd). */
-struct run {
-    int rc;
-    char *out, *err;
-};
-
 static void fx_init(struct fx *f)
 {
     const char *bd = getenv("LLMD_BIN_DIR");
@@ -51,70 +48,11 @@ static void fx_free(struct fx *f)
     rmdir(f->dir);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    ck_assert_ptr_nonnull(fp);
-    char *buf = NULL;
-    size_t cap = 0, len = 0, got;
-    do {
-        if (len + 4096 + 1 > cap) {
-            cap = (len + 4096 + 1) * 2;
-            char *grown = realloc(buf, cap);
-            ck_assert_ptr_nonnull(grown);
-            buf = grown;
-        }
-        got = fread(buf + len, 1, cap - len - 1, fp);
-        len += got;
-    } while (got > 0);
-    fclose(fp);
-    buf[len] = '\0';
-    return buf;
-}
-
-static void run_free(struct run *r)
-{
-    free(r->out);
-    free(r->err);
-    memset(r, 0, sizeof(*r));
-}
-
 /* Runs llmadmin with args (NULL-terminated) and LLMD_DB = env_db (NULL:
  * unset).  No --db is added: the caller passes it where it wants. */
-static void run_env(struct fx *f, const char *env_db, struct run *r, const char *const *args)
+static void run_env(struct fx *f, const char *env_db, struct ur_run *r, const char *const *args)
 {
-    char out[160], err[160];
-    snprintf(out, sizeof(out), "%s/out", f->dir);
-    snprintf(err, sizeof(err), "%s/err", f->dir);
-    const char *argv[32] = {f->bin};
-    int n = 1;
-    while (args[n - 1]) {
-        ck_assert_int_lt(n, 31);
-        argv[n] = args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
-            _exit(127);
-        if (env_db)
-            setenv("LLMD_DB", env_db, 1);
-        else
-            unsetenv("LLMD_DB");
-        execv(f->bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st), "llmadmin died");
-    r->rc = WEXITSTATUS(st);
-    r->out = slurp(out);
-    r->err = slurp(err);
+    ur_exec(f->bin, f->dir, "LLMD_DB", env_db, 0, r, args);
 }
 
 #define RUN(f, r, ...) run_env((f), NULL, (r), (const char *const[]){__VA_ARGS__, NULL})
@@ -124,20 +62,20 @@ static void run_env(struct fx *f, const char *env_db, struct run *r, const char 
 /* Runs, expects exit 0, and returns stdout parsed as JSON (caller owns). */
 static json_t *run_json(struct fx *f, const char *const *args)
 {
-    struct run r;
+    struct ur_run r;
     run_env(f, NULL, &r, args);
     ck_assert_msg(r.rc == 0, "exit %d: %s", r.rc, r.err);
     json_error_t je;
     json_t *j = json_loads(r.out, 0, &je);
     ck_assert_msg(j != NULL, "not JSON (%s): %s", je.text, r.out);
-    run_free(&r);
+    ur_free(&r);
     return j;
 }
 
 #define JSON(f, ...)                                                                               \
     run_json((f), (const char *const[]){"--db", (f)->path, "--json", __VA_ARGS__, NULL})
 
-static void assert_fails(const struct run *r, int rc, const char *words)
+static void assert_fails(const struct ur_run *r, int rc, const char *words)
 {
     ck_assert_msg(r->rc == rc, "exit %d, want %d; stderr: %s", r->rc, rc, r->err);
     ck_assert_msg(strncmp(r->err, "llmadmin: ", 10) == 0, "stderr: %s", r->err);
@@ -149,10 +87,10 @@ static void assert_fails(const struct run *r, int rc, const char *words)
 
 static void init_db(struct fx *f)
 {
-    struct run r;
+    struct ur_run r;
     ADM(f, &r, "init");
     ck_assert_msg(r.rc == 0, "init: %s", r.err);
-    run_free(&r);
+    ur_free(&r);
 }
 
 static struct db *open_db(struct fx *f)
@@ -183,11 +121,11 @@ START_TEST(version_and_help_print_to_stdout_and_exit_0)
 {
     struct fx f = {0};
     fx_init(&f);
-    struct run r;
+    struct ur_run r;
     RUN(&f, &r, "--version");
     ck_assert_int_eq(r.rc, 0);
     ck_assert_str_eq(r.out, "llmadmin " LLMD_VERSION "\n");
-    run_free(&r);
+    ur_free(&r);
     RUN(&f, &r, "--help");
     ck_assert_int_eq(r.rc, 0);
     const char *words[] = {"init",
@@ -199,11 +137,11 @@ START_TEST(version_and_help_print_to_stdout_and_exit_0)
                            "--json"};
     for (size_t i = 0; i < sizeof(words) / sizeof(*words); i++)
         ck_assert_msg(strstr(r.out, words[i]), "help lacks '%s'", words[i]);
-    run_free(&r);
+    ur_free(&r);
     RUN(&f, &r, "tenant", "add", "--help");
     ck_assert_int_eq(r.rc, 0);
     ck_assert_ptr_nonnull(strstr(r.out, "tenant add NAME"));
-    run_free(&r);
+    ur_free(&r);
     fx_free(&f);
 }
 END_TEST
@@ -213,43 +151,43 @@ START_TEST(usage_errors_exit_2_with_a_usage_line)
     struct fx f = {0};
     fx_init(&f);
     init_db(&f);
-    struct run r;
+    struct ur_run r;
     RUN(&f, &r, "--db", f.path, "--json");
     assert_fails(&r, 2, "missing command");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "frobnicate");
     assert_fails(&r, 2, "unknown command 'frobnicate'");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant");
     assert_fails(&r, 2, "missing subcommand");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "list", "--frob");
     assert_fails(&r, 2, "unknown option '--frob'");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "add", "alpha", "--rpm", "sixty");
     assert_fails(&r, 2, "--rpm");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "add", "alpha", "--max-priority", "8");
     assert_fails(&r, 2, "--max-priority");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "add", "alpha", "--weight", "0");
     assert_fails(&r, 2, "--weight");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "add", "alpha", "--tpm");
     assert_fails(&r, 2, "needs a value");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "set", "alpha");
     assert_fails(&r, 2, "nothing to change");
-    run_free(&r);
+    ur_free(&r);
     RUN(&f, &r, "tenant", "list", "--db");
     assert_fails(&r, 2, "'--db' needs a value");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "key", "revoke");
     assert_fails(&r, 2, "missing");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "usage", "--rows", "-3");
     assert_fails(&r, 2, "--rows");
-    run_free(&r);
+    ur_free(&r);
     /* nothing of the above reached the DB */
     json_t *j = JSON(&f, "tenant", "list");
     ck_assert_int_eq(json_array_size(j), 0);
@@ -262,10 +200,10 @@ START_TEST(init_is_idempotent_and_other_commands_need_it)
 {
     struct fx f = {0};
     fx_init(&f);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "tenant", "list");
     assert_fails(&r, 1, "init");
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_ne(access(f.path, F_OK), 0);
     json_t *j = JSON(&f, "init");
     struct db *d = open_db(&f);
@@ -275,11 +213,11 @@ START_TEST(init_is_idempotent_and_other_commands_need_it)
     db_close(d);
     ADM(&f, &r, "tenant", "add", "alpha");
     ck_assert_int_eq(r.rc, 0);
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "init");
     ck_assert_int_eq(r.rc, 0);
     ck_assert_ptr_nonnull(strstr(r.out, "initialised"));
-    run_free(&r);
+    ur_free(&r);
     /* init again kept what was there */
     j = JSON(&f, "tenant", "list");
     ck_assert_int_eq(json_array_size(j), 1);
@@ -293,30 +231,30 @@ START_TEST(global_options_work_anywhere_and_db_comes_from_env_then_flag)
     struct fx f = {0};
     fx_init(&f);
     init_db(&f);
-    struct run r;
+    struct ur_run r;
     RUN(&f, &r, "tenant", "add", "alpha", "--db", f.path, "--json", "--rpm", "7");
     ck_assert_msg(r.rc == 0, "%s", r.err);
     json_t *j = json_loads(r.out, 0, NULL);
     ck_assert_ptr_nonnull(j);
     ck_assert_int_eq(jint(j, "rpm"), 7);
     json_decref(j);
-    run_free(&r);
+    ur_free(&r);
     run_env(&f, f.path, &r, (const char *const[]){"tenant", "list", NULL});
     ck_assert_msg(r.rc == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "alpha"));
-    run_free(&r);
+    ur_free(&r);
     /* --db wins over LLMD_DB */
     run_env(&f, "/nonexistent/llmd.db", &r, (const char *const[]){"tenant", "list", "--db=", NULL});
     ck_assert_int_eq(r.rc, 2);
-    run_free(&r);
+    ur_free(&r);
     char opt[160];
     snprintf(opt, sizeof(opt), "--db=%s", f.path);
     run_env(&f, "/nonexistent/llmd.db", &r, (const char *const[]){"tenant", "list", opt, NULL});
     ck_assert_msg(r.rc == 0, "%s", r.err);
-    run_free(&r);
+    ur_free(&r);
     run_env(&f, "/nonexistent/llmd.db", &r, (const char *const[]){"tenant", "list", NULL});
     assert_fails(&r, 1, "/nonexistent/llmd.db");
-    run_free(&r);
+    ur_free(&r);
     fx_free(&f);
 }
 END_TEST
@@ -366,13 +304,13 @@ START_TEST(tenant_list_prints_an_aligned_table_and_json)
     struct fx f = {0};
     fx_init(&f);
     init_db(&f);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "tenant", "add", "a-rather-long-name", "--rpm", "12345");
     ck_assert_int_eq(r.rc, 0);
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "add", "b");
     ck_assert_int_eq(r.rc, 0);
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "list");
     ck_assert_int_eq(r.rc, 0);
     char *l1 = r.out, *l2 = strchr(l1, '\n') + 1, *l3 = strchr(l2, '\n') + 1;
@@ -383,7 +321,7 @@ START_TEST(tenant_list_prints_an_aligned_table_and_json)
     size_t end = (size_t)(strstr(l1, "RPM") - l1) + 3;
     ck_assert(strncmp(l2 + end - 5, "12345", 5) == 0);
     ck_assert(l3[end - 1] == '-' && l3[end] == ' ');
-    run_free(&r);
+    ur_free(&r);
     json_t *j = JSON(&f, "tenant", "list");
     ck_assert_int_eq(json_array_size(j), 2);
     json_t *b = json_array_get(j, 1);
@@ -402,22 +340,22 @@ START_TEST(tenant_refusals_exit_1_with_the_reason)
     struct fx f = {0};
     fx_init(&f);
     init_db(&f);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "tenant", "add", "alpha");
     ck_assert_int_eq(r.rc, 0);
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "add", "alpha");
     assert_fails(&r, 1, "already exists");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "add", "bad name!");
     assert_fails(&r, 1, "name");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "set", "ghost", "--rpm", "1");
     assert_fails(&r, 1, "no tenant 'ghost'");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "disable", "ghost");
     assert_fails(&r, 1, "ghost");
-    run_free(&r);
+    ur_free(&r);
     fx_free(&f);
 }
 END_TEST
@@ -427,9 +365,9 @@ START_TEST(tenant_disable_and_enable_reach_the_db)
     struct fx f = {0};
     fx_init(&f);
     init_db(&f);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "tenant", "add", "alpha");
-    run_free(&r);
+    ur_free(&r);
     json_t *j = JSON(&f, "tenant", "disable", "alpha");
     ck_assert(json_is_false(json_object_get(j, "enabled")));
     json_decref(j);
@@ -440,10 +378,10 @@ START_TEST(tenant_disable_and_enable_reach_the_db)
     ck_assert_int_eq(t.enabled, 0);
     ADM(&f, &r, "tenant", "list");
     ck_assert_ptr_nonnull(strstr(r.out, "disabled"));
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "tenant", "enable", "alpha");
     ck_assert_int_eq(r.rc, 0);
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_eq(db_tenant_get(d, "alpha", &t, err, sizeof(err)), 1);
     ck_assert_int_eq(t.enabled, 1);
     db_close(d);
@@ -455,10 +393,10 @@ END_TEST
 
 static void add_tenant(struct fx *f, const char *name)
 {
-    struct run r;
+    struct ur_run r;
     ADM(f, &r, "tenant", "add", name);
     ck_assert_msg(r.rc == 0, "%s", r.err);
-    run_free(&r);
+    ur_free(&r);
 }
 
 START_TEST(key_create_prints_the_stored_key_once)
@@ -489,7 +427,7 @@ START_TEST(key_create_prints_the_stored_key_once)
     free(ks);
     json_decref(j);
     /* human mode: the key alone on stdout, the warning on stderr */
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "key", "create", "alpha");
     ck_assert_int_eq(r.rc, 0);
     ck_assert(strncmp(r.out, "sk-llmd-", 8) == 0);
@@ -498,14 +436,14 @@ START_TEST(key_create_prints_the_stored_key_once)
     char printed[DB_KEY_MAX];
     snprintf(printed, sizeof(printed), "%.*s", (int)strcspn(r.out, "\n"), r.out);
     ck_assert_ptr_null(strstr(r.err, printed));
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_eq(db_key_list(d, "alpha", &ks, &n, err, sizeof(err)), 0);
     ck_assert_int_eq(n, 2);
     free(ks);
     db_close(d);
     ADM(&f, &r, "key", "create", "ghost");
     assert_fails(&r, 1, "ghost");
-    run_free(&r);
+    ur_free(&r);
     fx_free(&f);
 }
 END_TEST
@@ -534,12 +472,12 @@ START_TEST(key_expiry_is_a_date_or_days_from_now)
     ck_assert_int_le(ks[1].expires, after + 30 * 86400);
     free(ks);
     db_close(d);
-    struct run r;
+    struct ur_run r;
     const char *bad[] = {"2020-01-01", "30d", "2031-02-30", "+d", "tomorrow"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         ADM(&f, &r, "key", "create", "alpha", "--expires", bad[i]);
         assert_fails(&r, 2, "--expires");
-        run_free(&r);
+        ur_free(&r);
     }
     fx_free(&f);
 }
@@ -566,11 +504,11 @@ START_TEST(revoked_keys_show_revoked_and_cannot_be_revoked_twice)
     json_t *k3 = JSON(&f, "key", "create", "beta");
     char id1[24];
     snprintf(id1, sizeof(id1), "%lld", jint(k1, "id"));
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "key", "revoke", id1);
     ck_assert_msg(r.rc == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "revoked"));
-    run_free(&r);
+    ur_free(&r);
     json_t *j = JSON(&f, "key", "revoke", jstr(k2, "prefix"));
     ck_assert_str_eq(jstr(j, "status"), "revoked");
     ck_assert_int_eq(jint(j, "id"), jint(k2, "id"));
@@ -591,13 +529,13 @@ START_TEST(revoked_keys_show_revoked_and_cannot_be_revoked_twice)
     ck_assert_ptr_nonnull(strstr(r.out, "revoked"));
     ck_assert_ptr_nonnull(strstr(r.out, "active"));
     ck_assert_ptr_null(strstr(r.out, jstr(k3, "key"))); /* never the key itself */
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "key", "revoke", id1);
     assert_fails(&r, 1, id1);
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "key", "revoke", "sk-llmd-zzzz");
     assert_fails(&r, 1, "sk-llmd-zzzz");
-    run_free(&r);
+    ur_free(&r);
     json_decref(k1);
     json_decref(k2);
     json_decref(k3);
@@ -687,13 +625,13 @@ START_TEST(usage_sums_per_tenant_since_a_date)
     ck_assert_int_eq(json_array_size(j), 1);
     ck_assert_str_eq(jstr(json_array_get(j, 0), "tenant"), "beta");
     json_decref(j);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "usage");
     ck_assert_int_eq(r.rc, 0);
     ck_assert(strncmp(r.out, "TENANT", 6) == 0);
     ck_assert_ptr_nonnull(strstr(r.out, "\nalpha "));
     ck_assert_ptr_nonnull(strstr(r.out, "\nbeta "));
-    run_free(&r);
+    ur_free(&r);
     fx_free(&f);
 }
 END_TEST
@@ -731,12 +669,12 @@ START_TEST(usage_rows_lists_the_ledger_newest_first)
     ck_assert_double_eq(json_real_value(json_object_get(a, "ttft_ms")), 30.0);
     ck_assert_double_eq(json_real_value(json_object_get(a, "total_ms")), 100.0);
     json_decref(j);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "usage", "--rows", "10");
     ck_assert_int_eq(r.rc, 0);
     ck_assert_ptr_nonnull(strstr(r.out, "chatcmpl-old"));
     ck_assert_ptr_nonnull(strstr(r.out, "2020-01-01T00:00:00Z"));
-    run_free(&r);
+    ur_free(&r);
     fx_free(&f);
 }
 END_TEST

@@ -10,6 +10,8 @@
  * sides of the wire: what llmadmin sent, and what it made of the answer —
  * tables, --json, messages and exit statuses.
  */
+#include "tests/unit/util_run.h"
+
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -281,85 +283,19 @@ static size_t n_requests(struct fake *f)
 
 /* ------------------------------------------------------------ running it */
 
-struct run {
-    int rc;
-    char *out, *err;
-};
-
-static char *slurp(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    ck_assert_ptr_nonnull(fp);
-    char *buf = NULL;
-    size_t cap = 0, len = 0, got;
-    do {
-        if (len + 4096 + 1 > cap) {
-            cap = (len + 4096 + 1) * 2;
-            char *grown = realloc(buf, cap);
-            ck_assert_ptr_nonnull(grown);
-            buf = grown;
-        }
-        got = fread(buf + len, 1, cap - len - 1, fp);
-        len += got;
-    } while (got > 0);
-    fclose(fp);
-    buf[len] = '\0';
-    return buf;
-}
-
-static void run_free(struct run *r)
-{
-    free(r->out);
-    free(r->err);
-    memset(r, 0, sizeof(*r));
-}
-
 /* Runs llmadmin with args (NULL-terminated); LLMD_ADMIN_SOCKET = env_sock
  * (NULL: unset); as_nobody drops root to uid/gid 65534 first. */
-static void run_ex(struct fake *f, const char *env_sock, int as_nobody, struct run *r,
+static void run_ex(struct fake *f, const char *env_sock, int as_nobody, struct ur_run *r,
                    const char *const *args)
 {
-    char out[192], err[192];
-    snprintf(out, sizeof(out), "%s/out", f->dir);
-    snprintf(err, sizeof(err), "%s/err", f->dir);
-    const char *argv[32] = {f->bin};
-    int n = 1;
-    while (args[n - 1]) {
-        ck_assert_int_lt(n, 31);
-        argv[n] = args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
-            _exit(127);
-        if (env_sock)
-            setenv("LLMD_ADMIN_SOCKET", env_sock, 1);
-        else
-            unsetenv("LLMD_ADMIN_SOCKET");
-        if (as_nobody && (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
-            _exit(126);
-        execv(f->bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st), "llmadmin died");
-    r->rc = WEXITSTATUS(st);
-    r->out = slurp(out);
-    r->err = slurp(err);
+    ur_exec(f->bin, f->dir, "LLMD_ADMIN_SOCKET", env_sock, as_nobody, r, args);
 }
 
 #define RUN(f, r, ...) run_ex((f), NULL, 0, (r), (const char *const[]){__VA_ARGS__, NULL})
 /* With --socket first, as scripts usually write it. */
 #define ADM(f, r, ...) RUN((f), (r), "--socket", (f)->sock, __VA_ARGS__)
 
-static void assert_ok(const struct run *r)
+static void assert_ok(const struct ur_run *r)
 {
     ck_assert_msg(r->rc == 0, "exit %d; stderr: %s", r->rc, r->err);
     ck_assert_str_eq(r->err, "");
@@ -370,7 +306,7 @@ static void assert_has(const char *text, const char *words)
     ck_assert_msg(strstr(text, words), "lacks '%s':\n%s", words, text);
 }
 
-static void assert_fails(const struct run *r, int rc, const char *words)
+static void assert_fails(const struct ur_run *r, int rc, const char *words)
 {
     ck_assert_msg(r->rc == rc, "exit %d, want %d; stderr: %s", r->rc, rc, r->err);
     ck_assert_msg(strncmp(r->err, "llmadmin: ", 10) == 0, "stderr: %s", r->err);
@@ -383,13 +319,13 @@ static void assert_fails(const struct run *r, int rc, const char *words)
 /* Runs with --json, expects exit 0, returns stdout parsed (caller owns). */
 static json_t *run_json(struct fake *f, const char *const *args)
 {
-    struct run r;
+    struct ur_run r;
     run_ex(f, NULL, 0, &r, args);
     assert_ok(&r);
     json_error_t je;
     json_t *j = json_loads(r.out, 0, &je);
     ck_assert_msg(j != NULL, "not one JSON value (%s): %s", je.text, r.out);
-    run_free(&r);
+    ur_free(&r);
     return j;
 }
 
@@ -403,7 +339,7 @@ START_TEST(status_prints_the_header_priorities_and_tenant_shares)
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
     f.busy_status = 1;
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "status");
     assert_ok(&r);
     assert_request(&f, 0, "{\"cmd\":\"status\"}");
@@ -426,13 +362,13 @@ START_TEST(status_prints_the_header_priorities_and_tenant_shares)
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
         assert_has(r.out, want[i]);
-    run_free(&r);
+    ur_free(&r);
     /* idle: no tables, and it says so */
     ADM(&f, &r, "status");
     assert_ok(&r);
     assert_has(r.out, "\nno requests\n");
     ck_assert_ptr_null(strstr(r.out, "PRIORITY"));
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
 }
 END_TEST
@@ -465,7 +401,7 @@ START_TEST(queues_prints_one_row_per_request_and_sends_the_tenant)
 {
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "queues");
     assert_ok(&r);
     assert_request(&f, 0, "{\"cmd\":\"queues\"}");
@@ -473,14 +409,14 @@ START_TEST(queues_prints_one_row_per_request_and_sends_the_tenant)
                       "DEV-BLOCKS  HOST-BLOCKS  PREEMPTIONS\n");
     assert_has(r.out, "chatcmpl-abc123   17  alpha      3  swapped  1m05s     321         45  "
                       "         0           23            2\n");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "queues", "--tenant", "alpha");
     assert_ok(&r);
     assert_request(&f, 1, "{\"cmd\":\"queues\",\"tenant\":\"alpha\"}");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "queues", "extra");
     assert_fails(&r, 2, "unexpected argument 'extra'");
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_eq(n_requests(&f), 2);
     fake_stop(&f);
 }
@@ -490,7 +426,7 @@ START_TEST(blocks_of_a_request_prints_its_table_with_short_hashes)
 {
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "blocks", "chatcmpl-abc123");
     assert_ok(&r);
     assert_request(&f, 0, "{\"cmd\":\"blocks\",\"request\":\"chatcmpl-abc123\"}");
@@ -498,10 +434,10 @@ START_TEST(blocks_of_a_request_prints_its_table_with_short_hashes)
     assert_has(r.out, "SEQ  LOGICAL  PHYSICAL  WHERE   REF  HASH      SHARED\n");
     assert_has(r.out, "  0        0       912  device    2  0123abcd  yes\n");
     assert_has(r.out, "  0        1         5  host      1  -         no\n");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "blocks", "a", "b");
     assert_fails(&r, 2, "unexpected argument 'b'");
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
 }
 END_TEST
@@ -510,7 +446,7 @@ START_TEST(blocks_map_has_one_character_per_block_and_a_legend)
 {
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "blocks");
     assert_ok(&r);
     assert_request(&f, 0, "{\"cmd\":\"blocks\"}");
@@ -525,7 +461,7 @@ START_TEST(blocks_map_has_one_character_per_block_and_a_legend)
     assert_has(r.out, "* in use, by no request listed (1)\n");
     assert_has(r.out, "A alpha (2)\n");
     assert_has(r.out, "B beta (1)\n");
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
 }
 END_TEST
@@ -536,26 +472,26 @@ START_TEST(evict_sends_the_request_or_tenant_and_abort)
 {
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "evict", "--tenant", "T", "--abort");
     assert_ok(&r);
     assert_request(&f, 0, "{\"cmd\":\"evict\",\"tenant\":\"T\",\"abort\":true}");
     ck_assert_str_eq(r.out, "aborted 3 requests (ended with an error)\n");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "evict", "chatcmpl-abc123");
     assert_ok(&r);
     assert_request(&f, 1, "{\"cmd\":\"evict\",\"request\":\"chatcmpl-abc123\",\"abort\":false}");
     assert_has(r.out, "evicted 3 requests");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "evict");
     assert_fails(&r, 2, "name one REQUEST or one --tenant");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "evict", "17", "--tenant", "T");
     assert_fails(&r, 2, "name one REQUEST or one --tenant");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "evict", "--tenant");
     assert_fails(&r, 2, "needs a value");
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_eq(n_requests(&f), 2);
     fake_stop(&f);
 }
@@ -565,26 +501,26 @@ START_TEST(drain_and_undrain_send_the_on_flag)
 {
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "drain");
     assert_ok(&r);
     assert_request(&f, 0, "{\"cmd\":\"drain\",\"on\":true}");
     assert_has(r.out, "draining");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "undrain");
     assert_ok(&r);
     assert_request(&f, 1, "{\"cmd\":\"drain\",\"on\":false}");
     assert_has(r.out, "accepts new requests again");
-    run_free(&r);
+    ur_free(&r);
     json_t *j = JSON(&f, "undrain");
     ck_assert(json_is_false(json_object_get(j, "draining")));
     json_decref(j);
     ADM(&f, &r, "drain", "--timeout", "5");
     assert_fails(&r, 2, "--timeout only goes with --wait");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "drain", "--wait", "--timeout", "soon");
     assert_fails(&r, 2, "--timeout");
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_eq(n_requests(&f), 3);
     fake_stop(&f);
 }
@@ -595,7 +531,7 @@ START_TEST(drain_wait_polls_status_until_nothing_is_left)
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
     f.busy_status = 3;
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "drain", "--wait", "--timeout", "60");
     assert_ok(&r);
     assert_has(r.out, "none is left");
@@ -604,7 +540,7 @@ START_TEST(drain_wait_polls_status_until_nothing_is_left)
     assert_request(&f, 0, "{\"cmd\":\"drain\",\"on\":true}");
     for (size_t i = 1; i < 5; i++)
         assert_request(&f, i, "{\"cmd\":\"status\"}");
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
 }
 END_TEST
@@ -614,12 +550,12 @@ START_TEST(drain_wait_gives_up_after_its_timeout)
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
     f.busy_status = 1000000;
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "drain", "--wait", "--timeout", "1");
     assert_fails(&r, 1, "15 requests still in the engine after 1 s");
     assert_has(r.err, "still draining");
     ck_assert_uint_ge(n_requests(&f), 3); /* drain, then status polled more than once */
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
 }
 END_TEST
@@ -630,20 +566,20 @@ START_TEST(a_daemon_error_exits_1_with_its_message)
 {
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "blocks", "nope");
     assert_fails(&r, 1, "llmadmin: no request 'nope'\n");
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
     fake_start(&f, FAKE_GARBAGE);
     ADM(&f, &r, "status");
     assert_fails(&r, 1, "not a JSON object");
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
     fake_start(&f, FAKE_SILENT);
     ADM(&f, &r, "status");
     assert_fails(&r, 1, "closed the connection without a reply");
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
 }
 END_TEST
@@ -654,11 +590,11 @@ START_TEST(no_socket_or_no_listener_says_no_llmd_running)
     fake_start(&f, FAKE_NORMAL);
     char none[192], dead[192], want[256];
     snprintf(none, sizeof(none), "%s/none.sock", f.dir);
-    struct run r;
+    struct ur_run r;
     RUN(&f, &r, "--socket", none, "status");
     snprintf(want, sizeof(want), "llmadmin: no llmd running (socket %s: ", none);
     assert_fails(&r, 1, want);
-    run_free(&r);
+    ur_free(&r);
     /* a socket file nobody listens on any more: connection refused */
     snprintf(dead, sizeof(dead), "%s/dead.sock", f.dir);
     struct sockaddr_un sa;
@@ -669,7 +605,7 @@ START_TEST(no_socket_or_no_listener_says_no_llmd_running)
     RUN(&f, &r, "--socket", dead, "drain");
     snprintf(want, sizeof(want), "llmadmin: no llmd running (socket %s: ", dead);
     assert_fails(&r, 1, want);
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_eq(n_requests(&f), 0);
     fake_stop(&f);
 }
@@ -686,10 +622,10 @@ START_TEST(a_refused_peer_is_told_to_run_as_root_or_llmd_group)
                  "llmadmin: not permitted to use %s (run as root or as a member of the llmd "
                  "group)\n",
                  f.sock);
-        struct run r;
+        struct ur_run r;
         ADM(&f, &r, "status");
         assert_fails(&r, 1, want);
-        run_free(&r);
+        ur_free(&r);
         fake_stop(&f);
     }
 }
@@ -702,12 +638,12 @@ START_TEST(a_socket_without_access_rights_is_not_permitted)
     fake_start(&f, FAKE_NORMAL);
     ck_assert_int_eq(chmod(f.sock, 0), 0);
     ck_assert_int_eq(chmod(f.dir, 0755), 0);
-    struct run r;
+    struct ur_run r;
     run_ex(&f, NULL, geteuid() == 0, &r, (const char *const[]){"--socket", f.sock, "status", NULL});
     char want[256];
     snprintf(want, sizeof(want), "llmadmin: not permitted to use %s (run as root", f.sock);
     assert_fails(&r, 1, want);
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_eq(n_requests(&f), 0);
     fake_stop(&f);
 }
@@ -717,19 +653,19 @@ START_TEST(the_socket_comes_from_the_flag_then_the_environment)
 {
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
-    struct run r;
+    struct ur_run r;
     run_ex(&f, f.sock, 0, &r, (const char *const[]){"status", NULL});
     assert_ok(&r);
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_eq(n_requests(&f), 1);
     char none[192];
     snprintf(none, sizeof(none), "%s/none.sock", f.dir);
     run_ex(&f, f.sock, 0, &r, (const char *const[]){"status", "--socket", none, NULL});
     assert_fails(&r, 1, none);
-    run_free(&r);
+    ur_free(&r);
     run_ex(&f, NULL, 0, &r, (const char *const[]){"status", "--socket=", NULL});
     assert_fails(&r, 2, "--socket: empty path");
-    run_free(&r);
+    ur_free(&r);
     ck_assert_int_eq(n_requests(&f), 1);
     RUN(&f, &r, "--help");
     assert_ok(&r);
@@ -738,7 +674,7 @@ START_TEST(the_socket_comes_from_the_flag_then_the_environment)
                            "undrain",          "evict REQUEST",        "top [-d SECONDS]"};
     for (size_t i = 0; i < sizeof(words) / sizeof(*words); i++)
         assert_has(r.out, words[i]);
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
 }
 END_TEST
@@ -749,7 +685,7 @@ START_TEST(top_without_a_terminal_prints_one_snapshot)
 {
     struct fake f;
     fake_start(&f, FAKE_NORMAL);
-    struct run r;
+    struct ur_run r;
     ADM(&f, &r, "top");
     assert_ok(&r);
     ck_assert_int_eq(n_requests(&f), 2);
@@ -757,7 +693,7 @@ START_TEST(top_without_a_terminal_prints_one_snapshot)
     assert_request(&f, 1, "{\"cmd\":\"queues\"}");
     assert_has(r.out, "model:        SmolLM2-135M-Instruct\n");
     assert_has(r.out, "chatcmpl-abc123   17  alpha");
-    run_free(&r);
+    ur_free(&r);
     json_t *j = JSON(&f, "top", "-d", "2");
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "status"), "model")),
                      "SmolLM2-135M-Instruct");
@@ -765,16 +701,16 @@ START_TEST(top_without_a_terminal_prints_one_snapshot)
     json_decref(j);
     ADM(&f, &r, "top", "-d", "0");
     assert_fails(&r, 2, "-d");
-    run_free(&r);
+    ur_free(&r);
     ADM(&f, &r, "top", "-d0.5x");
     assert_fails(&r, 2, "-d");
-    run_free(&r);
+    ur_free(&r);
     /* with no daemon, the snapshot fails like status does */
     char none[192];
     snprintf(none, sizeof(none), "%s/none.sock", f.dir);
     RUN(&f, &r, "--socket", none, "top");
     assert_fails(&r, 1, "no llmd running");
-    run_free(&r);
+    ur_free(&r);
     fake_stop(&f);
 }
 END_TEST
