@@ -148,7 +148,7 @@ static int lb_slo_met(const struct lb_slo *slo, const struct lb_record *r)
         return 0;
     if (slo->e2e_ms > 0 && e2e > slo->e2e_ms)
         return 0;
-    if (slo->tpot_ms > 0 && r->out_tokens > 1 && r->t_first >= 0 &&
+    if (slo->tpot_ms > 0 && r->stream && r->out_tokens > 1 && r->t_first >= 0 &&
         (e2e - ttft) / (r->out_tokens - 1) > slo->tpot_ms)
         return 0;
     return 1;
@@ -193,7 +193,7 @@ static int lb_acc_latency(struct lb_acc *a, const struct lb_slo *slo, const stru
     rc |= lb_vals_add(&a->e2e, e2e);
     /* TPOT needs the first token's own time: a body that came whole has
      * none (its TTFT is its e2e). */
-    if (r->out_tokens > 1 && r->t_first >= 0)
+    if (r->stream && r->out_tokens > 1 && r->t_first >= 0)
         rc |= lb_vals_add(&a->tpot, (e2e - ttft) / (r->out_tokens - 1));
     for (int k = 0; k < r->n_itl; k++)
         rc |= lb_vals_add(&a->itl, r->itl_ms[k]);

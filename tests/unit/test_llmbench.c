@@ -894,11 +894,12 @@ START_TEST(window_tokens_count_arrivals_inside_the_window)
     /* not streamed: all 7 at t_end = 19 (in), 4 at t_end = 25 (out) */
     r[1] = rec_ok(1, 15, 0, 4, 7);
     r[1].stream = 0;
-    r[1].t_first = -1;
     r[1].chunks = 0;
     r[2] = r[1];
+    r[1].t_first = -1; /* a client may leave it unset (1), or set it to t_end (2) */
     r[2].t_send = r[2].t_arrive = 21;
-    r[2].t_end = 25;
+    r[2].t_end = r[2].t_first = 25;
+    r[2].chunks = 1;
     r[2].out_tokens = 4;
     json_t *j = lb_report(&sc, "t", r, 3, 30, 10);
     ck_assert_double_eq(num(j, "tenants.a.window_output_tokens"), 6);
