@@ -648,6 +648,8 @@ static int lb_chunk(struct lb_req *q)
         lb_record_itl(rec, (float)((now - q->t_last) * 1000.0));
     q->t_last = now;
     rec->chunks++;
+    if (!rec->usage_seen) /* what we got so far, whatever the end */
+        rec->out_tokens = rec->chunks;
     if (rec->disconnect_after > 0 && rec->chunks >= rec->disconnect_after) {
         lb_req_settle(q, LB_DISCONNECTED, NULL, 0);
         return 1;
