@@ -324,3 +324,12 @@ int sched_commit(struct sched *s, const struct sched_plan *p)
     sched_check_now(s, "commit");
     return 0;
 }
+
+int sched_abandon(struct sched *s, const struct sched_plan *p)
+{
+    if (p != &s->plan || s->committed)
+        return -1;
+    s->committed = 1;
+    sched_check_now(s, "abandon");
+    return 0;
+}

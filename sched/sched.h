@@ -37,6 +37,11 @@
  *      beyond what running prefills still need.  Once a swap-in is planned,
  *      the step preempts nothing more (a freed host block could be reused
  *      before it is read): work that would need it waits a step.
+ *   4. a level whose chunks carry the prompt of a request that has not
+ *      produced its first token yet is the last level of the step: less
+ *      important work waits one step (unless opts.share_first), so the
+ *      first token of more important work costs a step of its own size,
+ *      not one sized by the background load.
  * Virtual token counters (VTC): a tenant's counter grows by (uncached prompt
  * tokens at first admission + 2 per generated token) / weight; a tenant that
  * becomes active after being idle is lifted to the smallest counter of the
@@ -135,6 +140,7 @@ struct sched_opts {
     double swap_bw;      /* host <-> device bytes/s; 0: unknown (auto then never swaps) */
     double prefill_rate; /* prefill tokens/s; 0: unknown (auto then prefers swap) */
     int check;           /* KV invariant checks each step: 1 on, -1 off, 0 on unless NDEBUG */
+    int share_first;     /* 1: first-token steps also carry less important work (see Policy) */
 };
 
 /* One sequence of a request: its tokens and its block table.  Read-only for
@@ -283,6 +289,12 @@ const struct sched_plan *sched_step(struct sched *s, double now);
  * enter the prefix cache, n > 1 requests fork after their prompt.  Call once
  * per plan, before the appends.  0, or -1 when p is not the current plan. */
 int sched_commit(struct sched *s, const struct sched_plan *p);
+/* Gives up the current plan without computing it (the engine interrupted
+ * its forward pass): no chunk is recorded, so the next step plans the same
+ * tokens again; what the plan did to blocks (admissions, preemptions,
+ * swaps, copies) stands.  In place of sched_commit; 0, or -1 when p is not
+ * the current plan or was already committed. */
+int sched_abandon(struct sched *s, const struct sched_plan *p);
 /* Appends a sampled token to a live sequence.  0, or -1 when the sequence is
  * not live or already holds max_tokens generated tokens. */
 int sched_append(struct sched *s, struct sched_seq *seq, int32_t token);

@@ -477,6 +477,20 @@ static int admit_level(struct sched *s, double now, int c0, int c1, int n)
 
 /* --- the step ------------------------------------------------------------------- */
 
+/* Whether the chunks placed from index `from` on carry the prompt of a
+ * request that has not produced its first token yet: such a step leaves
+ * less important levels out, so that the first token of more important
+ * work costs one small step, not a step sized by the background load. */
+static int first_token_work(const struct sched *s, int from)
+{
+    for (int k = from; k < s->plan.n_chunks; k++) {
+        const struct sched_chunk *c = &s->plan.chunks[k];
+        if (!c->decode && c->seq->n_tokens == c->req->n_prompt)
+            return 1;
+    }
+    return 0;
+}
+
 const struct sched_plan *sched_step(struct sched *s, double now)
 {
     plan_reset(s, now);
@@ -490,6 +504,7 @@ const struct sched_plan *sched_step(struct sched *s, double now)
             s->reserve += sreq_decodes(s->order[i]);
     int admitting = 1;
     for (int i = 0, c = 0; i < n || c < nc;) {
+        int level_first = s->plan.n_chunks;
         int p = i < n ? s->order[i]->eff : INT_MAX;
         if (c < nc && s->cands[c]->eff < p)
             p = s->cands[c]->eff;
@@ -508,6 +523,8 @@ const struct sched_plan *sched_step(struct sched *s, double now)
             admitting = 0;
         i = i1;
         c = c1;
+        if (!s->o.share_first && first_token_work(s, level_first))
+            break;
     }
     plan_order_chunks(s);
     sched_check_now(s, "step");

@@ -815,9 +815,81 @@ START_TEST(draining_refuses_new_work_and_finishes_the_queue)
 }
 END_TEST
 
+/* A step carrying a request's first prompt chunk leaves less important
+ * work out; the step after carries both again.  With share_first the
+ * first step carries both. */
+static void first_token_case(int share)
+{
+    struct sched_opts o = opts(64, 0, 64, 8);
+    o.share_first = share;
+    struct fx *f = fx_new(o, 0);
+    int32_t pa[20], pb[12];
+    make_prompt(pa, 20, 41);
+    make_prompt(pb, 12, 42);
+    ck_assert_int_eq(fx_submit(f, 1, 1, 3, pa, 20, 40, 1, 1), 0);
+    fx_step(f);
+    fx_step(f); /* request 1 decodes now */
+    ck_assert_int_eq(fx_submit(f, 2, 2, 0, pb, 12, 5, 1, 1), 0);
+    const struct sched_plan *p = fx_step(f);
+    int has1 = 0, has2 = 0;
+    for (int i = 0; i < p->n_chunks; i++) {
+        has1 |= p->chunks[i].req->id == 1;
+        has2 |= p->chunks[i].req->id == 2 && !p->chunks[i].decode;
+    }
+    ck_assert(has2);
+    ck_assert_int_eq(has1, share);
+    p = fx_step(f);
+    ck_assert_int_eq(p->n_chunks, 2); /* both decode */
+    ck_assert_int_ge(fx_run(f, 1000), 0);
+    ck_assert_int_eq(f->reqs[1]->state, SCHED_FINISHED);
+    ck_assert_int_eq(f->reqs[2]->state, SCHED_FINISHED);
+    check_all_free(f);
+    fx_free(f);
+}
+
+START_TEST(first_token_step_leaves_less_important_work_out)
+{
+    first_token_case(0);
+    first_token_case(1);
+}
+END_TEST
+
+/* An abandoned plan (an interrupted forward pass that scribbled on its
+ * positions) records nothing: the next step plans the same chunk again,
+ * and every output still equals the reference (checked by record_done). */
+START_TEST(abandoned_plans_are_planned_again)
+{
+    struct fx *f = fx_new(opts(64, 16, 48, 8), 0);
+    int32_t prompt[100];
+    make_prompt(prompt, 100, 43);
+    ck_assert_int_eq(fx_submit(f, 1, 1, 0, prompt, 100, 20, 2, 1), 0);
+    f->abandon_mod = 1; /* this step is given up */
+    const struct sched_plan *p = fx_step(f);
+    ck_assert_int_eq(p->n_chunks, 1);
+    int start = p->chunks[0].start, len = p->chunks[0].len;
+    ck_assert_int_eq(f->abandoned, 1);
+    ck_assert_int_eq(f->reqs[1]->r->seqs[0].n_computed, 0);
+    f->abandon_mod = 0;
+    p = fx_step(f);
+    ck_assert_int_eq(p->chunks[0].start, start);
+    ck_assert_int_eq(p->chunks[0].len, len);
+    for (int i = 2; i < 6; i++)
+        ck_assert_int_eq(fx_submit(f, i, i % 2, i % 3, prompt + i, 60, 12, 1 + i % 2, 1), 0);
+    f->abandon_mod = 3;
+    ck_assert_int_ge(fx_run(f, 2000), 0);
+    ck_assert_int_gt(f->abandoned, 3);
+    for (int i = 1; i < 6; i++)
+        ck_assert_int_eq(f->reqs[i]->state, SCHED_FINISHED);
+    check_all_free(f);
+    fx_free(f);
+}
+END_TEST
+
 START_TEST(operator_views_report_each_request)
 {
-    struct fx *f = fx_new(opts(64, 0, 64, 8), 0);
+    struct sched_opts o = opts(64, 0, 64, 8);
+    o.share_first = 1; /* both requests start in the first step */
+    struct fx *f = fx_new(o, 0);
     int32_t prompt[40];
     make_prompt(prompt, 40, 34);
     ck_assert_int_eq(fx_submit(f, 1, 1, 2, prompt, 40, 10, 1, 1), 0);
@@ -888,6 +960,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, evict_with_abort_ends_the_request);
     tcase_add_test(tc, draining_refuses_new_work_and_finishes_the_queue);
     tcase_add_test(tc, operator_views_report_each_request);
+    tcase_add_test(tc, first_token_step_leaves_less_important_work_out);
+    tcase_add_test(tc, abandoned_plans_are_planned_again);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -103,6 +103,10 @@ struct fx {
     /* called between planning and executing (cancellations mid-step) */
     void (*between)(struct fx *f, void *arg);
     void *between_arg;
+    /* every abandon_mod-th step is given up half way (an interrupted
+     * forward pass): its positions get garbage and the plan is abandoned */
+    int abandon_mod;
+    long abandoned;
 };
 
 static inline struct fx *fx_new(struct sched_opts o, int stop_mod)
@@ -358,7 +362,21 @@ static inline const struct sched_plan *fx_step(struct fx *f)
     for (int i = 0; i < p->n_cow; i++)
         copy_block(f->dev, p->cow[i].dst, f->dev, p->cow[i].src, f->bs);
     poison_free_blocks(f);
-    uint64_t *rows = malloc(sizeof(uint64_t) * (size_t)(p->n_chunks ? p->n_chunks : 1));
+    if (f->abandon_mod && f->steps % f->abandon_mod == 0 && p->n_chunks > 0) {
+        for (int i = 0; i < p->n_chunks; i++) {
+            const struct sched_chunk *c = &p->chunks[i];
+            if (c->req->state != SCHED_RUNNING || c->seq->end != SCHED_END_NONE)
+                continue;
+            for (int pos = c->start; pos < c->start + c->len; pos++)
+                f->dev[kv_table_slot(&c->seq->table, f->bs, pos)] = 0xdeadbeefULL + (uint64_t)pos;
+        }
+        REQUIRE(sched_abandon(f->s, p) == 0, "abandon refused");
+        REQUIRE(sched_commit(f->s, p) != 0, "commit after abandon accepted");
+        f->abandoned++;
+        check_invariants(f);
+        return p;
+    }
+    uint64_t *rows = malloc(sizeof(uint64_t) * (p->n_chunks > 0 ? (size_t)p->n_chunks : 1));
     for (int i = 0; i < p->n_chunks; i++) {
         const struct sched_chunk *c = &p->chunks[i];
         int live = c->req->state == SCHED_RUNNING && c->seq->end == SCHED_END_NONE;

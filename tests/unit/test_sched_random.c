@@ -44,6 +44,7 @@ static struct sched_opts random_opts(struct rng *g)
         .swap_bw = bws[between(g, 0, 2)],
         .prefill_rate = 2000,
         .check = 1,
+        .share_first = (int)between(g, 0, 1),
     };
     o.n_blocks = between(g, 130, 600) / o.block_size + between(g, 0, 8);
     o.n_host_blocks = between(g, 0, 2) == 0 ? 0 : between(g, 1, 2 * o.n_blocks);
@@ -133,6 +134,7 @@ static void random_run(uint64_t seed, int n_ops)
             st.bases[b][i] = (int32_t)(rnd(&st.g) % VOCAB);
     struct fx *f = fx_new(random_opts(&st.g), between(&st.g, 0, 1) ? 23 : 0);
     f->dt = 0.01 * between(&st.g, 1, 5);
+    f->abandon_mod = between(&st.g, 0, 1) ? between(&st.g, 2, 9) : 0;
     f->between = cancel_between;
     f->between_arg = &st;
     for (int i = 0; i < n_ops; i++)
