@@ -16,6 +16,7 @@
 #include "swap/swap.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #define ENG_MAX_N 128 /* sequences of one request */
@@ -119,6 +120,11 @@ struct eng {
     struct swap_cost cost;
     int32_t *copy_a, *copy_b; /* [n_blocks + n_host_blocks] */
     long step;
+    const struct sched_plan *plan; /* the plan of the step running */
+    long steps_interrupted;
+    /* The most important priority submitted since the engine last took its
+     * operations (INT_MAX: none); written under mu, read between layers. */
+    atomic_int urgent;
     long tokens_generated;
     long requests_finished;
     char last_error[256];

@@ -11,6 +11,7 @@
  */
 #include "engine/eng_internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,8 @@ int eng_submit(struct eng *e, const struct eng_request *rq, struct eng_req **out
     else if (eng_push_locked(e, &(struct eng_op){.kind = OP_SUBMIT, .req = r}))
         rc = ENG_ENOMEM;
     if (rc == ENG_OK) {
+        if (rq->priority < atomic_load(&e->urgent))
+            atomic_store(&e->urgent, rq->priority);
         r->live_next = e->live;
         e->live = r;
         e->n_live++;
@@ -417,6 +420,7 @@ static int eng_wait_work(struct eng *e, int stalled)
     }
     int n = -1;
     if (!e->stop) {
+        atomic_store(&e->urgent, INT_MAX);
         struct eng_op *t = e->work;
         int cap = e->cap_work;
         e->work = e->ops;
@@ -477,6 +481,7 @@ static void eng_defaults(struct eng_opts *o)
     o->max_batch_tokens = o->max_batch_tokens > 0 ? o->max_batch_tokens : 512;
     o->max_seqs = o->max_seqs > 0 ? o->max_seqs : 256;
     o->max_chunk = o->max_chunk > 0 ? o->max_chunk : o->max_batch_tokens;
+    o->interrupt_tokens = o->interrupt_tokens ? o->interrupt_tokens : 32;
 }
 
 /* The device pool, the host pool and its measured bandwidth, the scheduler. */
@@ -573,6 +578,7 @@ int eng_create(struct model *m, const struct eng_opts *opts, struct eng **out, c
         return -1;
     }
     pthread_mutex_init(&e->mu, NULL);
+    atomic_init(&e->urgent, INT_MAX);
     pthread_cond_init(&e->cv, NULL);
     pthread_cond_init(&e->idle_cv, NULL);
     eng_publish(e);

@@ -50,6 +50,11 @@ struct eng_opts {
     int snapshot_blocks;  /* 1: snapshots carry the device block map and every request's block
                              table (llmadmin blocks); costs a copy of both per step */
     long fail_step;       /* testing: the forward pass of this step fails (0: never) */
+    int interrupt_every;  /* testing: every such step's forward pass is interrupted half way,
+                             as if more important work had arrived (0: never) */
+    int interrupt_tokens; /* a forward pass carrying at least this many tokens of work less
+                             important than a request submitted meanwhile is given up between
+                             layers and planned again with it (0: 32; < 0: never) */
     /* Called on the engine thread after every step with what it ran (tests, tracing). */
     void (*on_step)(void *arg, const struct eng_step_info *info);
     void *on_step_arg;
@@ -267,6 +272,7 @@ struct eng_snapshot {
     double swap_bw_bytes_s, prefill_tok_s;
     long prefix_lookups, prefix_hits;
     long tokens_prefilled, tokens_generated;
+    long steps_interrupted; /* forward passes given up for more important work */
     long requests_finished;
     char last_error[256]; /* the last forward or copy failure, "" when none */
     int n_tenants;

@@ -72,6 +72,7 @@ static void snap_counters(struct eng *e, struct eng_snapshot *s)
     s->prefix_hits = st.prefix_hit_tokens;
     s->tokens_prefilled = st.prefill_tokens;
     s->tokens_generated = e->tokens_generated;
+    s->steps_interrupted = e->steps_interrupted;
     s->requests_finished = e->requests_finished;
     snprintf(s->last_error, sizeof(s->last_error), "%s", e->last_error);
 }

@@ -14,6 +14,7 @@
  */
 #include "engine/eng_internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,29 @@ static void step_report(struct eng *e, const struct sched_plan *p, double t0)
     e->o.on_step(e->o.on_step_arg, &info);
 }
 
+/* Asked between layers of the forward pass: gives the pass up when a
+ * request more important than at least interrupt_tokens of the plan's
+ * tokens was submitted since the plan was made.  The step is planned again
+ * at once with it (and, by the scheduler's first-token rule, without the
+ * less important work), so its first token waits a layer of the big step
+ * rather than all of it. */
+static int step_stop(void *arg)
+{
+    const struct eng *e = arg;
+    if (e->o.interrupt_every > 0 && e->step % e->o.interrupt_every == 0)
+        return 1;
+    int u = atomic_load_explicit(&e->urgent, memory_order_relaxed);
+    if (u == INT_MAX)
+        return 0;
+    int n = 0;
+    if (e->o.interrupt_tokens <= 0)
+        return 0;
+    for (int i = 0; i < e->plan->n_chunks; i++)
+        if (e->plan->chunks[i].req->eff_priority > u)
+            n += e->plan->chunks[i].len;
+    return n >= e->o.interrupt_tokens;
+}
+
 int eng_step(struct eng *e)
 {
     double t0 = eng_now();
@@ -233,9 +257,21 @@ int eng_step(struct eng *e)
         step_fail(e, p, "injected failure (fail_step)");
         return 1;
     }
-    if (p->n_chunks > 0 &&
-        model_forward(e->m, e->kv, &e->geom, &bt, e->batch.logits, err, sizeof(err))) {
+    e->plan = p;
+    int rc = p->n_chunks == 0
+                 ? 0
+                 : model_forward_until(
+                       e->m, e->kv, &e->geom, &bt, e->batch.logits,
+                       e->o.interrupt_tokens > 0 || e->o.interrupt_every > 0 ? step_stop : NULL, e,
+                       err, sizeof(err));
+    if (rc < 0) {
         step_fail(e, p, err);
+        return 1;
+    }
+    if (rc > 0) {
+        /* Nothing of the pass is used: the tokens are planned again. */
+        sched_abandon(e->s, p);
+        e->steps_interrupted++;
         return 1;
     }
     if (p->n_chunks > 0)

@@ -495,6 +495,13 @@ static int layer_forward(struct model *m, int l, struct be_buf *kv, const struct
 int model_forward(struct model *m, struct be_buf *kv, const struct be_kv_geom *g,
                   const struct be_batch *bt, float *logits, char *err, size_t errlen)
 {
+    return model_forward_until(m, kv, g, bt, logits, NULL, NULL, err, errlen);
+}
+
+int model_forward_until(struct model *m, struct be_buf *kv, const struct be_kv_geom *g,
+                        const struct be_batch *bt, float *logits, int (*stop)(void *), void *arg,
+                        char *err, size_t errlen)
+{
     const struct model_config *c = &m->cfg;
     const struct be_ops *o = m->be->ops;
     struct be *b = m->be;
@@ -510,9 +517,12 @@ int model_forward(struct model *m, struct be_buf *kv, const struct be_kv_geom *g
     if (scratch_reserve(m, n, bt->n_out) || o->batch(b, bt) ||
         o->embed(b, m->tok_embd, s->x, c->n_embd))
         goto fail;
-    for (int l = 0; l < c->n_layers; l++)
+    for (int l = 0; l < c->n_layers; l++) {
+        if (l > 0 && stop && stop(arg))
+            return 1;
         if (layer_forward(m, l, kv, g, n))
             goto fail;
+    }
     if (bt->n_out == 0) {
         if (o->sync(b))
             goto fail;

@@ -247,6 +247,12 @@ struct be_kv_geom model_kv_geom(const struct model *m, int block_size);
  * pool kv; writes n_out × n_vocab logits to host memory. */
 int model_forward(struct model *m, struct be_buf *kv, const struct be_kv_geom *g,
                   const struct be_batch *bt, float *logits, char *err, size_t errlen);
+/* model_forward that asks stop(arg) between layers and gives the pass up
+ * when it says so: 1 then (no logits; K/V of the batch's positions may be
+ * partly written), 0 when done, -1 on error. */
+int model_forward_until(struct model *m, struct be_buf *kv, const struct be_kv_geom *g,
+                        const struct be_batch *bt, float *logits, int (*stop)(void *), void *arg,
+                        char *err, size_t errlen);
 
 /* ============================================================== sampling */
 

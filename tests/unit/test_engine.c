@@ -706,6 +706,33 @@ START_TEST(failed_forward_pass_fails_its_requests_and_serving_goes_on)
 }
 END_TEST
 
+/* Every third forward pass is given up half way (as when more important
+ * work arrives): the plans run again and every token is still exact. */
+START_TEST(interrupted_forward_passes_keep_greedy_tokens_exact)
+{
+    int32_t *pa = synth_ids(300, 21), *pb = synth_ids(40, 22);
+    int32_t wa[12], wb[12];
+    reference(pa, 300, 12, wa);
+    reference(pb, 40, 12, wb);
+    struct eng *e =
+        eng_start((struct eng_opts){.n_blocks = 64, .max_batch_tokens = 128, .interrupt_every = 3});
+    struct eng_request ra = greedy(1, "a", 3, pa, 300, 12), rb = greedy(2, "b", 0, pb, 40, 12);
+    struct eng_req *ha = submit(e, &ra), *hb = submit(e, &rb);
+    struct out oa = {0}, ob = {0};
+    finish(ha, &oa, 1);
+    finish(hb, &ob, 1);
+    assert_same(oa.ids[0], oa.n[0], wa, 12, "interrupted, low priority");
+    assert_same(ob.ids[0], ob.n[0], wb, 12, "interrupted, high priority");
+    struct eng_snapshot *s = eng_snapshot(e);
+    ck_assert_int_ge(s->steps_interrupted, 3);
+    eng_snapshot_free(s);
+    assert_pool_empty(e);
+    eng_destroy(e);
+    free(pa);
+    free(pb);
+}
+END_TEST
+
 START_TEST(bad_submissions_are_refused_with_their_reason)
 {
     int32_t ok[4] = {1000, 1001, 1002, 1003}, bad[2] = {5, 1 << 30}, *big = synth_ids(200, 9);
@@ -753,6 +780,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, drain_refuses_new_work_and_finishes_running);
     tcase_add_test(tc, evict_aborts_or_pauses_and_resumes);
     tcase_add_test(tc, failed_forward_pass_fails_its_requests_and_serving_goes_on);
+    tcase_add_test(tc, interrupted_forward_passes_keep_greedy_tokens_exact);
     tcase_add_test(tc, bad_submissions_are_refused_with_their_reason);
     suite_add_tcase(s, tc);
     return s;
