@@ -33,14 +33,14 @@ LIBDIRS  := $(foreach d,$(LIBDIRS),$(if $(wildcard $(d)/*.c),$(d)))
 libname   = $(BUILD)/lib/lib$(subst /,_,$(1)).a
 LIBS     := $(foreach d,$(LIBDIRS),$(call libname,$(d)))
 
-TOOLS    := llmgen
+TOOLS    := llmgen llmbench
 PROGS    := llmd llmadmin
 BINS     := $(addprefix $(BUILD)/bin/,$(TOOLS) $(PROGS))
 TESTS    := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 # Helpers shared by the suites (tests/unit/util_*.c) are linked into each.
 TEST_UTIL := $(patsubst %.c,$(BUILD)/obj/%.o,tests/unit/check_main.c $(wildcard tests/unit/util_*.c))
 
-.PHONY: all test unit compat asan lint deps model run clean cuda fuzz bench-gen format
+.PHONY: all test unit compat asan lint deps model run clean cuda fuzz bench format
 all: $(BINS) $(if $(filter 1,$(CUDA)),cuda)
 
 # --- objects and libraries --------------------------------------------------
@@ -75,6 +75,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TEST_UTIL) $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(TEST_UTIL) $(LIBS) $(LDLIBS) $(CHECK_LIBS)
 
+# test_llmbench also links llmbench's parts (all but its main).
+LB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/llmbench_*.c))
+$(BUILD)/tests/test_llmbench: $(BUILD)/obj/tests/unit/test_llmbench.o $(LB_OBJS) $(TEST_UTIL) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LB_OBJS) $(TEST_UTIL) $(LIBS) $(LDLIBS) $(CHECK_LIBS)
+
 # Integration suites start the llmd and llmadmin of the same build.
 unit: $(addprefix $(BUILD)/tests/,$(TESTS)) $(BINS) $(MODEL) $(VOCABS)
 	@fail=0; for t in $(TESTS); do \
@@ -94,6 +100,14 @@ asan:
 	$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 CUDA=0 \
 	  CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	  unit
+
+# --- benchmarks (not part of test) --------------------------------------------
+# bench/REPORT.md: llmd beside llama.cpp's llama-server under the scenarios
+# of bench/scenarios/, with llmbench.  SOAK_S shortens the soak (default an hour).
+SOAK_S ?= 3600
+bench: all $(MODEL)
+	python3 scripts/bench.py --bin $(BUILD)/bin --model $(MODEL) --soak-s $(SOAK_S) \
+	  --out build/bench --report bench/REPORT.md
 
 # --- CUDA backend (shared object, loaded at run time) ------------------------
 CUDA_SRCS := $(wildcard kernels/cuda/*.cu)

@@ -557,6 +557,10 @@ static int lb_apply_opts(struct lb_scenario *sc, const struct lb_opts *o)
         fprintf(stderr, "llmbench: out of memory\n");
         return -1;
     }
+    if (o->has_seed && lb_scen_reseed(sc, (uint64_t)o->seed)) {
+        fprintf(stderr, "llmbench: out of memory\n");
+        return -1;
+    }
     if (o->only && lb_scen_only(sc, o->only, err, sizeof(err)) != 0) {
         fprintf(stderr, "llmbench: --only: %s\n", err);
         return -1;
@@ -567,13 +571,6 @@ static int lb_apply_opts(struct lb_scenario *sc, const struct lb_opts *o)
         sc->duration_s = o->duration;
     if (o->has_requests)
         sc->requests = o->requests;
-    if (o->has_seed) {
-        /* The tenants' streams restart from the new seed (a prefix drawn at
-         * load time stays as it was). */
-        sc->seed = (uint64_t)o->seed;
-        for (int i = 0; i < sc->n_tenants; i++)
-            lb_rng_seed(&sc->tenants[i].rng, sc->seed + 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1));
-    }
     if (sc->duration_s <= 0 && sc->requests <= 0) {
         fprintf(stderr,
                 "llmbench: %s: needs duration_s or requests (or --duration, "
@@ -698,7 +695,9 @@ static void lb_run_free(struct lb_run *r)
 static int lb_output(struct lb_run *r, const struct lb_opts *o, const char *url)
 {
     double wall = r->t_last > 0 ? r->t_last : lb_rel(r);
-    double window = r->t_arr_end - r->sc->warmup_s;
+    /* Steady state is the time arrivals ran; a run of a fixed number of
+     * requests is measured to its end. */
+    double window = (r->sc->duration_s > 0 ? r->t_arr_end : wall) - r->sc->warmup_s;
     long n = r->n;
     struct lb_record *recs = lb_rec_flatten(r);
     if (!recs && n > 0) {

@@ -461,6 +461,27 @@ static int lb_tenant_prefix(const struct lb_scenario *sc, struct lb_tenant *t)
     return 0;
 }
 
+/* Each tenant's stream, from the seed and the tenant's index in the file,
+ * so that --only keeps the other tenants' requests the same. */
+static void lb_tenant_seed(const struct lb_scenario *sc, struct lb_tenant *t, int i)
+{
+    lb_rng_seed(&t->rng, sc->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(i + 1)));
+}
+
+int lb_scen_reseed(struct lb_scenario *sc, uint64_t seed)
+{
+    sc->seed = seed;
+    for (int i = 0; i < sc->n_tenants; i++) {
+        struct lb_tenant *t = &sc->tenants[i];
+        lb_tenant_seed(sc, t, i);
+        free(t->prefix);
+        t->prefix = NULL;
+        if (lb_tenant_prefix(sc, t))
+            return -1;
+    }
+    return 0;
+}
+
 static int lb_pz_tenant(struct lb_pz *p, struct lb_scenario *sc, json_t *tj, int i)
 {
     static const char *const keys[] = {
@@ -474,9 +495,7 @@ static int lb_pz_tenant(struct lb_pz *p, struct lb_scenario *sc, json_t *tj, int
     t->priority = -1;
     t->temperature = -1;
     t->slo = sc->slo;
-    /* Seeded before anything is drawn, from the tenant's index, so that
-     * --only keeps the other tenants' requests the same. */
-    lb_rng_seed(&t->rng, sc->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(i + 1)));
+    lb_tenant_seed(sc, t, i); /* before anything is drawn */
     if (lb_pz_object(p, tj, where) || lb_pz_keys(p, tj, where, keys) ||
         lb_pz_str(p, tj, where, "name", &t->name) || lb_pz_key(p, tj, where, t) ||
         lb_pz_int(p, tj, where, "priority", -1, 0, INT_MAX, &prio) ||

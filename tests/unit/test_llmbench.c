@@ -456,6 +456,33 @@ START_TEST(tenants_draw_from_different_streams_that_repeat_across_loads)
 }
 END_TEST
 
+/* Reseeding (--seed) sends what loading with that seed sends, prefix
+ * included, and reseeding before --only keeps the other tenant's stream. */
+START_TEST(reseed_equals_loading_with_that_seed)
+{
+    struct lb_scenario s1, s7;
+    load_tenant("\"seed\": 7,",
+                "\"prompt_len\": 5, \"prefix_len\": 4, \"max_tokens\": 3, "
+                "\"arrival\": {\"poisson\": 1}",
+                &s7);
+    load_tenant("",
+                "\"prompt_len\": 5, \"prefix_len\": 4, \"max_tokens\": 3, "
+                "\"arrival\": {\"poisson\": 1}",
+                &s1);
+    struct lb_record r;
+    char *before = body_of(&s1, 0, &r);
+    ck_assert_int_eq(lb_scen_reseed(&s1, 7), 0);
+    char *a = body_of(&s1, 0, &r), *b = body_of(&s7, 0, &r);
+    ck_assert_str_ne(before, b);
+    ck_assert_str_eq(a, b);
+    free(before);
+    free(a);
+    free(b);
+    lb_scen_free(&s1);
+    lb_scen_free(&s7);
+}
+END_TEST
+
 /* ================================================================ bodies */
 
 START_TEST(completion_body_is_prefix_then_drawn_ids)
@@ -1139,6 +1166,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, bad_scenario_is_rejected_naming_file_and_field, 0,
                         (int)(sizeof(bad_scenarios) / sizeof(bad_scenarios[0])));
     tcase_add_test(tc, tenants_draw_from_different_streams_that_repeat_across_loads);
+    tcase_add_test(tc, reseed_equals_loading_with_that_seed);
     tcase_add_test(tc, only_keeps_the_named_tenants_and_their_streams);
     tcase_add_test(tc, scale_rate_speeds_up_open_arrivals_only);
     suite_add_tcase(s, tc);
