@@ -35,6 +35,7 @@ struct llmd_config {
     int max_batched_tokens, max_seqs;
     char *preempt; /* auto, swap, recompute */
     double priority_aging;
+    int interrupt_tokens; /* 0: steps are never interrupted */
     /* requests */
     int max_tokens_default; /* max_tokens when a request gives none */
     int max_n;              /* most choices (n) in one request */
