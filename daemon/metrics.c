@@ -364,6 +364,9 @@ static void render_blocks(FILE *f, const struct eng_snapshot *s)
     fprintf(f, "llmd_prefix_cache_hits_total %ld\n", s->prefix_hits);
     family(f, "llmd_engine_steps_total", "counter", "Engine steps run.");
     fprintf(f, "llmd_engine_steps_total %ld\n", s->step);
+    family(f, "llmd_engine_steps_interrupted_total", "counter",
+           "Forward passes given up between layers for a more important arrival.");
+    fprintf(f, "llmd_engine_steps_interrupted_total %ld\n", s->steps_interrupted);
 }
 
 static void tenant_gauge(FILE *f, const struct eng_snapshot *s, const char *name, const char *help,

@@ -53,6 +53,7 @@ static void fake_snapshot(struct eng_snapshot *s, struct eng_snap_tenant *t)
     s->swap_bytes_in = 123;
     s->prefix_lookups = 80;
     s->prefix_hits = 30;
+    s->steps_interrupted = 9;
     memset(t, 0, 2 * sizeof(*t));
     snprintf(t[0].name, sizeof(t[0].name), "alice");
     t[0].running = 4;
@@ -164,6 +165,7 @@ START_TEST(snapshot_gauges_render_exact_lines)
     ASSERT_LINE(text, "llmd_swap_bytes_total{direction=\"in\"} 123");
     ASSERT_LINE(text, "llmd_prefix_cache_lookups_total 80");
     ASSERT_LINE(text, "llmd_prefix_cache_hits_total 30");
+    ASSERT_LINE(text, "llmd_engine_steps_interrupted_total 9");
     ASSERT_LINE(text, "llmd_draining 1");
     ASSERT_LINE(text, "llmd_tenant_running{tenant=\"alice\"} 4");
     ASSERT_LINE(text, "llmd_tenant_waiting{tenant=\"alice\"} 1");
