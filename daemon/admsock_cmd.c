@@ -459,17 +459,18 @@ static json_t *evict_request(struct llmd *d, json_t *id, int abort, const struct
 static json_t *evict_tenant(struct llmd *d, const char *tenant, int abort,
                             const struct admsock_peer *who, const struct eng_snapshot *s)
 {
-    int known = 0, n = 0;
+    int known = 0;
     for (int i = 0; i < s->n_tenants; i++)
         known |= strcmp(s->tenants[i].name, tenant) == 0;
-    for (int i = 0; i < s->n_reqs; i++)
-        n += s->reqs[i].state != ENG_RS_FINISHED && strcmp(s->reqs[i].tenant, tenant) == 0;
+    /* Counted from the daemon's own requests: the snapshot may lag the
+     * engine by a step, and miss a request submitted since. */
+    int n = sv_tenant_engine_reqs(d, tenant);
     int rc = eng_evict_tenant(d->eng, tenant, abort);
     if (rc == ENG_ENOENT && !known)
         return fail("no such tenant");
     if (rc != ENG_OK && rc != ENG_ENOENT)
         return fail("%s", eng_strerror(rc));
-    n = rc == ENG_OK ? (n > 0 ? n : 1) : 0; /* the snapshot may lag the engine by a step */
+    n = rc == ENG_OK ? n : 0;
     log_info("admin: uid %u pid %d: evict%s tenant %s (%d engine request%s)", who->uid, who->pid,
              abort ? " --abort" : "", tenant, n, n == 1 ? "" : "s");
     json_t *o = okay();

@@ -61,5 +61,8 @@ const char *sv_public_id(const struct llmd *d, uint64_t eng_id);
 /* The engine ids of the live request whose API id is id: their count (0
  * when there is none) and *ids, pointing into the request: use it at once. */
 int sv_engine_ids(const struct llmd *d, const char *id, const uint64_t **ids);
+/* Engine requests of tenant's live requests whose handles are still held
+ * and unfinished (what an eviction of the tenant reaches). */
+int sv_tenant_engine_reqs(const struct llmd *d, const char *tenant);
 
 #endif

@@ -579,6 +579,18 @@ int sv_engine_ids(const struct llmd *d, const char *id, const uint64_t **ids)
     return 0;
 }
 
+int sv_tenant_engine_reqs(const struct llmd *d, const char *tenant)
+{
+    int n = 0;
+    for (const struct sv_req *sv = d->live; sv; sv = sv->next) {
+        if (sv->finalizing || !sv->tenant || strcmp(sv->tenant->cfg.name, tenant) != 0)
+            continue;
+        for (int i = 0; i < sv->n_eng; i++)
+            n += sv->eng[i] != NULL && !eng_req_done(sv->eng[i]);
+    }
+    return n;
+}
+
 void sv_free_all(struct llmd *d)
 {
     while (d->live)
