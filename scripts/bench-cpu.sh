@@ -1,29 +1,18 @@
 #!/bin/sh
 # Side-by-side CPU benchmark: llmgen --bench and llama.cpp's llama-bench and
 # llama-batched-bench on the same model, machine and thread count, in one run.
-# llama.cpp is built from the source that the PyPI package llama-cpp-python
-# carries (a yardstick only: none of its code is part of llmd).
+# llama.cpp is built by scripts/llama-cpp.sh from the source that the PyPI
+# package llama-cpp-python carries (a yardstick only: none of its code is
+# part of llmd).
 #
 #   sh scripts/bench-cpu.sh [MODEL]      results in build/bench/
 #   LLAMA_CPP_BIN=DIR uses llama.cpp tools already built there.
 set -eu
 model=${1:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 out=build/bench
-src=build/llama.cpp-src
 threads=$(nproc)
 mkdir -p "$out"
-bin=${LLAMA_CPP_BIN:-$src/build/bin}
-if [ ! -x "$bin/llama-batched-bench" ]; then
-    tmp=$(mktemp -d)
-    pip3 download --quiet --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==0.3.36"
-    mkdir -p "$src"
-    tar -xzf "$tmp"/llama_cpp_python-*.tar.gz -C "$src" --strip-components=3 \
-        --wildcards '*/vendor/llama.cpp/*'
-    rm -rf "$tmp"
-    cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
-        -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF >/dev/null
-    cmake --build "$src/build" -j"$threads" --target llama-bench llama-batched-bench >/dev/null
-fi
+bin=$(sh scripts/llama-cpp.sh llama-bench llama-batched-bench)
 make --no-print-directory all >/dev/null
 echo "== llmgen --bench (threads $threads)"
 build/bin/llmgen -m "$model" --bench -n 128 -t "$threads" > "$out/llmgen.json"
