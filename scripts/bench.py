@@ -610,13 +610,13 @@ def sec_saturation(R, meta, goals):
             + table(["server", "out tok/s", "req/s", "TTFT p50 ms", "TTFT p99 ms",
                      "TPOT p50 ms", "requests"], rows) + notes
             + "\nSaturation rate that load, fairness and soak are scaled from: %s req/s (%s).\n"
-            % (f(meta["sat_req_s"], ".2f"), meta["sat_from"] or "none"))
+            % (f(meta["sat_req_s"], ".3g"), meta["sat_from"] or "none"))
 
 
 def sec_load(R, meta, goals):
     out = ("## Latency below saturation\n\nload.json (Poisson, same requests as saturation) "
            "at fractions of the saturation rate %s req/s (%s). Milliseconds.\n\n"
-           % (f(meta["sat_req_s"], ".2f"), meta["sat_from"]))
+           % (f(meta["sat_req_s"], ".3g"), meta["sat_from"]))
     for key, L in R["load"].items():
         rows, notes = [], ""
         for side in ("llmd", "llama-server"):
@@ -633,7 +633,7 @@ def sec_load(R, meta, goals):
         rows.append(["llmd ÷ llama-server (p99)"] + [
             f(ratio(lat(a, m, "p99"), lat(b, m, "p99")), ".2f")
             for m in ("ttft_ms", "tpot_ms", "itl_ms")] + ["", "", ""])
-        out += ("### %s of saturation (%s req/s offered)\n\n" % (key, f(L["scale"], ".2f"))
+        out += ("### %s of saturation (%s req/s offered)\n\n" % (key, f(L["scale"], ".3g"))
                 + table(["server", "TTFT p50/p90/p99", "TPOT p50/p90/p99", "ITL p50/p90/p99",
                          "req/s", "SLO met", "requests"], rows) + notes + "\n")
         goals.append(["load %s" % key, "llmd p99 TTFT ÷ llama-server's",
@@ -689,7 +689,7 @@ def sec_fairness(R, goals):
     return ("## Fairness\n\nTenants a and b, same priority and weight, Poisson rates 1:5 "
             "(a at %s req/s, each above half the machine); output tokens received within the "
             "window. Goal for llmd: a ÷ b within %d%% of 1.\n\n"
-            % (f(F["scale"], ".2f"), GOAL_FAIR * 100)
+            % (f(F["scale"], ".3g"), GOAL_FAIR * 100)
             + table(["server", "a tokens", "b tokens", "a ÷ b", "a requests", "b requests"],
                     rows) + notes)
 
@@ -835,7 +835,7 @@ def sec_soak(R, goals):
     mib = 1 / 1024
     return ("## Soak (llmd only)\n\n%d s of soak.json at %s req/s (half the saturation rate); "
             "llmd's VmRSS sampled every %.0f s (%d samples).\n\n" % (
-                S["soak_s"], f(S["scale"], ".2f"), RSS_EVERY_S, len(rss)) + failed_note(S)
+                S["soak_s"], f(S["scale"], ".3g"), RSS_EVERY_S, len(rss)) + failed_note(S)
             + table(["RSS start (at %.0f s)" % warm, "RSS end", "RSS max", "end ÷ start",
                      "blocks free + cached after", "requests"],
                     [[f(start and start * mib, ".1f") + " MiB", f(end and end * mib, ".1f")
