@@ -179,9 +179,11 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.logf.close()
-                raise ServerError("%s exited (%d) before it was ready; log %s:\n%s"
-                                  % (self.side, self.proc.returncode, self.log_path,
-                                     tail(self.log_path)))
+                last = [ln for ln in tail(self.log_path).splitlines() if ln.strip()]
+                raise ServerError("%s exited (%d) before it was ready: %s (log %s)"
+                                  % (self.side, self.proc.returncode,
+                                     last[-1].strip() if last else "no output",
+                                     os.path.relpath(self.log_path, ROOT)))
             try:
                 if self.get("/health")[0] == 200:
                     return
@@ -756,7 +758,8 @@ def sec_shared(R, goals):
             "request plus a 16–48-id suffix, Poisson 0.5/s each, 32 tokens. Milliseconds.\n\n"
             + table(["server", "TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50", "out tok/s",
                      "requests"], rows) + notes
-            + "\nllmd's prefix cache (/metrics): %s block lookups, %s hits (%s); %s of %s "
+            + "\nllmd's prefix cache (/metrics llmd_prefix_cache_lookups_total and _hits_total): "
+            "%s lookups, %s hits (%s); %s of %s "
             "prompt tokens served from the cache (%s).\n" % (
                 f(look, ".0f"), f(hits, ".0f"), pct(hits, look), f(cached, ".0f"),
                 f(prompt, ".0f"), pct(cached, prompt)))
@@ -946,6 +949,9 @@ def versions(ctx):
     d = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
                        capture_output=True, text=True)
     v["git_dirty"] = bool(d.stdout.strip())
+    if not ctx.llama_bin:
+        v["llama_server"] = "not built"
+        return v
     p = subprocess.run([os.path.join(ctx.llama_bin, "llama-server"), "--version"],
                        capture_output=True, text=True)
     lines = [ln.strip() for ln in (p.stdout + p.stderr).splitlines()
@@ -1035,7 +1041,7 @@ def main():
         ctx.failures.append("llama-server could not be built (scripts/llama-cpp.sh failed)")
         ctx.llama_bin = ""
     info = machine_info()
-    ver = versions(ctx) if ctx.llama_bin else {"llama_server": "not built"}
+    ver = versions(ctx)
     ctx.tmp = tempfile.mkdtemp(prefix="llmd-bench-")
     try:
         make_cert(ctx)
