@@ -76,6 +76,10 @@ static const struct cfg_opt cfg_opts[] = {
     {"priority-aging", OPT_DOUBLE, G_MODEL, F(priority_aging), 0, "0",
      "seconds of waiting that raise a request one priority level; 0: strict priority", "S", 0, 1e9,
      NULL, 0, 0},
+    {"priority-slack", OPT_DOUBLE, G_MODEL, F(priority_slack), 0, "0.5",
+     "less important work may lengthen a step carrying more important work by at most this "
+     "fraction, by the measured step cost; 0: no limit",
+     "F", 0, 1e6, NULL, 0, 0},
     {"interrupt-tokens", OPT_INT, G_MODEL, F(interrupt_tokens), 0, "32",
      "a step carrying at least N tokens of work less important than a request that just arrived "
      "is given up between layers and planned again with it; 0: never",

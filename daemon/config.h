@@ -35,7 +35,8 @@ struct llmd_config {
     int max_batched_tokens, max_seqs;
     char *preempt; /* auto, swap, recompute */
     double priority_aging;
-    int interrupt_tokens; /* 0: steps are never interrupted */
+    int interrupt_tokens;  /* 0: steps are never interrupted */
+    double priority_slack; /* 0: no limit */
     /* requests */
     int max_tokens_default; /* max_tokens when a request gives none */
     int max_n;              /* most choices (n) in one request */

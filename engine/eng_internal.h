@@ -122,6 +122,10 @@ struct eng {
     long step;
     const struct sched_plan *plan; /* the plan of the step running */
     long steps_interrupted;
+    /* step cost fit, seconds = a + b * tokens: decayed sums of weight,
+     * tokens, seconds, tokens^2 and tokens*seconds */
+    double fit[5];
+    long fit_n;
     /* The most important priority submitted since the engine last took its
      * operations (INT_MAX: none); written under mu, read between layers. */
     atomic_int urgent;

@@ -482,6 +482,7 @@ static void eng_defaults(struct eng_opts *o)
     o->max_seqs = o->max_seqs > 0 ? o->max_seqs : 256;
     o->max_chunk = o->max_chunk > 0 ? o->max_chunk : o->max_batch_tokens;
     o->interrupt_tokens = o->interrupt_tokens ? o->interrupt_tokens : 32;
+    o->priority_slack = o->priority_slack != 0 ? o->priority_slack : 0.5;
 }
 
 /* The device pool, the host pool and its measured bandwidth, the scheduler. */
@@ -512,6 +513,7 @@ static int eng_pools(struct eng *e, char *err, size_t errlen)
                             .n_host_blocks = o->n_host_blocks,
                             .preempt = modes[o->preempt],
                             .aging_s = o->aging_s,
+                            .bg_slack = o->priority_slack > 0 ? o->priority_slack : 0,
                             .block_bytes = block,
                             .swap_bw = bw,
                             .check = o->check_invariants};

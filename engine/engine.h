@@ -43,18 +43,21 @@ struct eng_opts {
     int max_seqs;         /* sequences in one step (default 256) */
     int max_chunk;        /* longest prefill chunk of one sequence (default: the budget) */
     enum eng_preempt preempt;
-    double aging_s;       /* 0: strict priority; > 0: a waiting request gains one priority
-                             level per aging_s seconds (see sched/sched.h) */
-    int check_invariants; /* check the KV pool's invariants every step: 1 on, -1 off, 0 default
-                             (on unless NDEBUG) */
-    int snapshot_blocks;  /* 1: snapshots carry the device block map and every request's block
-                             table (llmadmin blocks); costs a copy of both per step */
-    long fail_step;       /* testing: the forward pass of this step fails (0: never) */
-    int interrupt_every;  /* testing: every such step's forward pass is interrupted half way,
-                             as if more important work had arrived (0: never) */
-    int interrupt_tokens; /* a forward pass carrying at least this many tokens of work less
-                             important than a request submitted meanwhile is given up between
-                             layers and planned again with it (0: 32; < 0: never) */
+    double aging_s;        /* 0: strict priority; > 0: a waiting request gains one priority
+                              level per aging_s seconds (see sched/sched.h) */
+    int check_invariants;  /* check the KV pool's invariants every step: 1 on, -1 off, 0 default
+                              (on unless NDEBUG) */
+    int snapshot_blocks;   /* 1: snapshots carry the device block map and every request's block
+                              table (llmadmin blocks); costs a copy of both per step */
+    long fail_step;        /* testing: the forward pass of this step fails (0: never) */
+    double priority_slack; /* less important work may lengthen a step carrying more important
+                              work by at most this fraction, by the measured step cost
+                              (0: 0.5; < 0: no limit; see sched/sched.h, bg_slack) */
+    int interrupt_every;   /* testing: every such step's forward pass is interrupted half way,
+                              as if more important work had arrived (0: never) */
+    int interrupt_tokens;  /* a forward pass carrying at least this many tokens of work less
+                              important than a request submitted meanwhile is given up between
+                              layers and planned again with it (0: 32; < 0: never) */
     /* Called on the engine thread after every step with what it ran (tests, tracing). */
     void (*on_step)(void *arg, const struct eng_step_info *info);
     void *on_step_arg;

@@ -184,9 +184,33 @@ static void step_count_preemptions(const struct sched_plan *p)
     }
 }
 
-/* Feeds the prefill rate of the cost model from steps that are mostly prefill. */
+/* Fits seconds = a + b * tokens over recent steps (decayed least squares)
+ * and gives it to the scheduler once the steps varied enough in size. */
+static void step_fit(struct eng *e, int tokens, double seconds)
+{
+    double *f = e->fit, x = tokens, y = seconds;
+    for (int i = 0; i < 5; i++)
+        f[i] *= 0.98;
+    f[0] += 1;
+    f[1] += x;
+    f[2] += y;
+    f[3] += x * x;
+    f[4] += x * y;
+    if (++e->fit_n < 16)
+        return;
+    double mx = f[1] / f[0], my = f[2] / f[0], var = f[3] / f[0] - mx * mx;
+    if (var < 4)
+        return;
+    double b = (f[4] / f[0] - mx * my) / var;
+    if (b > 0)
+        sched_set_step_cost(e->s, my - b * mx, b);
+}
+
+/* Feeds the prefill rate of the cost model from steps that are mostly
+ * prefill, and the step cost fit from every step. */
 static void step_observe(struct eng *e, const struct sched_plan *p, double seconds)
 {
+    step_fit(e, p->n_tokens, seconds);
     int prefill = 0;
     for (int i = 0; i < p->n_chunks; i++)
         prefill += p->chunks[i].decode ? 0 : p->chunks[i].len;

@@ -54,6 +54,7 @@ struct sreq {
 /* A growable array of plan entries. */
 struct sched {
     struct sched_opts o;
+    double step_a, step_b; /* step cost model: a + b * tokens seconds; b <= 0 unknown */
     struct kv_pool *pool;
     struct swap_cost cost;
     int check;

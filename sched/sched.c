@@ -245,6 +245,12 @@ void sched_set_rates(struct sched *s, double swap_bw, double prefill_rate)
         s->cost.prefill_tok_s = s->o.prefill_rate = prefill_rate;
 }
 
+void sched_set_step_cost(struct sched *s, double a, double b)
+{
+    s->step_a = a > 0 ? a : 0;
+    s->step_b = b;
+}
+
 /* --- accounting ------------------------------------------------------------------ */
 
 /* Whether block i of table k is also held, at the same index, by an earlier

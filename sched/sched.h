@@ -41,7 +41,14 @@
  *      produced its first token yet is the last level of the step: less
  *      important work waits one step (unless opts.share_first), so the
  *      first token of more important work costs a step of its own size,
- *      not one sized by the background load.
+ *      not one sized by the background load.  Otherwise, with
+ *      opts.bg_slack, once the most important level with work is placed,
+ *      the levels after it share a budget of bg_slack * (a + b * T) / b
+ *      tokens (T: tokens placed so far; a, b: sched_set_step_cost), so
+ *      they lengthen its step by that fraction at most.  Where a step's
+ *      cost hardly grows with its size (a GPU) that is most of the
+ *      budget; where it grows in proportion (a CPU) more important
+ *      streams keep close to their unloaded speed.
  * Virtual token counters (VTC): a tenant's counter grows by (uncached prompt
  * tokens at first admission + 2 per generated token) / weight; a tenant that
  * becomes active after being idle is lifted to the smallest counter of the
@@ -141,6 +148,9 @@ struct sched_opts {
     double prefill_rate; /* prefill tokens/s; 0: unknown (auto then prefers swap) */
     int check;           /* KV invariant checks each step: 1 on, -1 off, 0 on unless NDEBUG */
     int share_first;     /* 1: first-token steps also carry less important work (see Policy) */
+    double bg_slack;     /* > 0: less important work may lengthen a step that carries more
+                            important work by at most this fraction, by the step cost model
+                            (sched_set_step_cost); 0: no limit */
 };
 
 /* One sequence of a request: its tokens and its block table.  Read-only for
@@ -247,6 +257,9 @@ const struct kv_pool *sched_pool(const struct sched *s);
 const struct sched_opts *sched_options(const struct sched *s);
 /* Updates the cost model's measured inputs; a value <= 0 leaves that one as is. */
 void sched_set_rates(struct sched *s, double swap_bw, double prefill_rate);
+/* The step cost model: a step of n tokens takes about a + b * n seconds
+ * (b <= 0: unknown, and opts.bg_slack has no effect). */
+void sched_set_step_cost(struct sched *s, double a, double b);
 /* Creates or updates a tenant: weight > 0 (fair share), caps on running
  * sequences and device blocks (0 = none; blocks a request's own sequences
  * share count once).  A request that could never fit the caps is refused

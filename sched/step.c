@@ -477,6 +477,19 @@ static int admit_level(struct sched *s, double now, int c0, int c1, int n)
 
 /* --- the step ------------------------------------------------------------------- */
 
+/* After the most important level with work: what is left of the budget
+ * for less important levels, so that they lengthen the step by bg_slack
+ * of its cost at most (see Policy 4). */
+static void cap_background(struct sched *s)
+{
+    if (s->o.bg_slack <= 0 || s->step_b <= 0)
+        return;
+    int placed = s->o.max_batch_tokens - s->budget;
+    double extra = s->o.bg_slack * (s->step_a + s->step_b * placed) / s->step_b;
+    if (extra < s->budget)
+        s->budget = extra > 0 ? (int)extra : 0;
+}
+
 /* Whether the chunks placed from index `from` on carry the prompt of a
  * request that has not produced its first token yet: such a step leaves
  * less important levels out, so that the first token of more important
@@ -502,7 +515,7 @@ const struct sched_plan *sched_step(struct sched *s, double now)
     for (int i = 0; i < n; i++)
         if (is_running(s->order[i]))
             s->reserve += sreq_decodes(s->order[i]);
-    int admitting = 1;
+    int admitting = 1, capped = 0;
     for (int i = 0, c = 0; i < n || c < nc;) {
         int level_first = s->plan.n_chunks;
         int p = i < n ? s->order[i]->eff : INT_MAX;
@@ -525,6 +538,10 @@ const struct sched_plan *sched_step(struct sched *s, double now)
         c = c1;
         if (!s->o.share_first && first_token_work(s, level_first))
             break;
+        if (!capped && s->plan.n_chunks > 0) {
+            capped = 1;
+            cap_background(s);
+        }
     }
     plan_order_chunks(s);
     sched_check_now(s, "step");

@@ -854,6 +854,43 @@ START_TEST(first_token_step_leaves_less_important_work_out)
 }
 END_TEST
 
+/* With bg_slack, less important work fills a step that carries more
+ * important work only up to slack * (a + b * T) / b tokens: here T = 1
+ * decode, a = 0.01 s, b = 0.001 s/token, slack 0.5 -> 5 tokens.  Without
+ * a cost model (or slack) it takes the whole budget. */
+static int background_tokens(double slack, double b)
+{
+    struct sched_opts o = opts(256, 0, 128, 16);
+    o.bg_slack = slack;
+    struct fx *f = fx_new(o, 0);
+    sched_set_step_cost(f->s, 0.01, b);
+    int32_t pa[8], pb[200];
+    make_prompt(pa, 8, 51);
+    make_prompt(pb, 200, 52);
+    ck_assert_int_eq(fx_submit(f, 1, 1, 0, pa, 8, 40, 1, 1), 0);
+    fx_step(f); /* request 1 decodes from now on */
+    ck_assert_int_eq(fx_submit(f, 2, 2, 3, pb, 200, 4, 1, 1), 0);
+    const struct sched_plan *p = fx_step(f);
+    int bg = 0, fg = 0;
+    for (int i = 0; i < p->n_chunks; i++)
+        *(p->chunks[i].req->id == 2 ? &bg : &fg) += p->chunks[i].len;
+    ck_assert_int_eq(fg, 1);
+    ck_assert_int_eq(fx_run(f, 2000) >= 0, 1);
+    check_all_free(f);
+    fx_free(f);
+    return bg;
+}
+
+START_TEST(background_work_is_capped_by_the_step_cost_model)
+{
+    ck_assert_int_eq(background_tokens(0.5, 0.001), 5);
+    ck_assert_int_eq(background_tokens(0, 0.001), 127);
+    ck_assert_int_eq(background_tokens(0.5, 0), 127);
+    /* a GPU-like cost (b tiny next to a) leaves the budget as it was */
+    ck_assert_int_eq(background_tokens(0.5, 1e-6), 127);
+}
+END_TEST
+
 /* An abandoned plan (an interrupted forward pass that scribbled on its
  * positions) records nothing: the next step plans the same chunk again,
  * and every output still equals the reference (checked by record_done). */
@@ -962,6 +999,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, operator_views_report_each_request);
     tcase_add_test(tc, first_token_step_leaves_less_important_work_out);
     tcase_add_test(tc, abandoned_plans_are_planned_again);
+    tcase_add_test(tc, background_work_is_capped_by_the_step_cost_model);
     suite_add_tcase(s, tc);
     return s;
 }
