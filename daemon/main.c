@@ -185,6 +185,7 @@ static int load_engine(struct llmd *d, char *err, size_t errlen)
                           .max_seqs = c->max_seqs,
                           .preempt = preempt_mode(c->preempt),
                           .aging_s = c->priority_aging,
+                          .compute_nice = 5,
                           .priority_slack = c->priority_slack > 0 ? c->priority_slack : -1,
                           .interrupt_tokens = c->interrupt_tokens > 0 ? c->interrupt_tokens : -1,
                           .snapshot_blocks = 1, /* llmadmin blocks */

@@ -11,10 +11,14 @@
  */
 #include "engine/eng_internal.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 const char *eng_finish_name(enum eng_finish f)
 {
@@ -452,10 +456,26 @@ static void eng_shutdown(struct eng *e)
     eng_collect_done(e);
 }
 
+/* The engine thread (and the compute threads it starts, which inherit its
+ * nice value) runs a few levels below the rest of the process: on a box
+ * whose cores the forward pass fills, the I/O thread must still read a
+ * request, submit it and write a token the moment it can, rather than
+ * queue behind compute.  Failure (a limit) changes nothing. */
+static void eng_lower_priority(int by)
+{
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (errno == 0)
+        (void)setpriority(PRIO_PROCESS, (id_t)tid, now + by);
+}
+
 static void *eng_main(void *arg)
 {
     struct eng *e = arg;
     int stalled = 0, n;
+    if (e->o.compute_nice > 0)
+        eng_lower_priority(e->o.compute_nice);
     while ((n = eng_wait_work(e, stalled)) >= 0) {
         for (int i = 0; i < n; i++)
             eng_apply(e, &e->work[i]);

@@ -53,6 +53,8 @@ struct eng_opts {
     double priority_slack; /* less important work may lengthen a step carrying more important
                               work by at most this fraction, by the measured step cost
                               (0: 0.5; < 0: no limit; see sched/sched.h, bg_slack) */
+    int compute_nice;      /* the engine thread and its compute threads run this much nicer than
+                              the process (the I/O thread stays responsive); 0: as is */
     int interrupt_every;   /* testing: every such step's forward pass is interrupted half way,
                               as if more important work had arrived (0: never) */
     int interrupt_tokens;  /* a forward pass carrying at least this many tokens of work less
