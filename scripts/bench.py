@@ -400,15 +400,26 @@ def sides(i):
     return ("llmd", "llama-server") if i % 2 == 0 else ("llama-server", "llmd")
 
 
+def sat_rates(R):
+    """The saturation request rates of the servers measured, and their max.
+    Every saturation request asks for the same fixed number of tokens
+    (ignore_eos), so tokens/s over it is the request rate, and a smoother one
+    than completions per second: the 32 requests of the closed loop tend to
+    finish in waves."""
+    per_req = dist_max(load_scenario("saturation")["tenants"][0]["max_tokens"])
+    rates = [r["report"]["overall"]["out_tok_per_s"] / per_req
+             for r in R.get("saturation", {}).values()
+             if isinstance(r, dict) and "report" in r
+             and r["report"]["overall"]["out_tok_per_s"] > 0]
+    return rates, (max(rates) if rates else None)
+
+
 def do_saturation(ctx, R):
     R["saturation"] = {s: one_run(ctx, s, "saturation", "saturation") for s in sides(0)}
-    # Every saturation request asks for the same fixed number of tokens
-    # (ignore_eos), so tokens/s over it is the request rate, and a smoother one
-    # than completions per second: the 32 requests of the closed loop tend to
-    # finish in waves.
     per_req = dist_max(load_scenario("saturation")["tenants"][0]["max_tokens"])
-    rates = [r["report"]["overall"]["out_tok_per_s"] / per_req for r in R["saturation"].values()
-             if "report" in r and r["report"]["overall"]["out_tok_per_s"] > 0]
+    rates = sat_rates(R)[0]
+    if rates:
+        ctx.sat_max_req_s = max(rates)
     if rates and ctx.sat_req_s is None:
         ctx.sat_req_s = min(rates)
         ctx.sat_from = "the lower of the two servers' output tok/s ÷ %d tokens a request" % per_req
@@ -434,7 +445,10 @@ def do_priority(ctx, R):
 
 
 def do_fairness(ctx, R):
-    scale = FAIR_SCALE * ctx.sat_req_s
+    # From the faster server's capacity: tenant a alone must ask for more
+    # than half of what either server can serve, or max-min fairness rightly
+    # gives it just what it asks and the ratio says nothing.
+    scale = FAIR_SCALE * (getattr(ctx, "sat_max_req_s", None) or ctx.sat_req_s)
     R["fairness"] = {"scale": scale}
     for s in sides(1):
         R["fairness"][s] = one_run(ctx, s, "fairness", "fairness",
@@ -663,10 +677,11 @@ def sec_priority(R, goals):
         else:
             goals.append(["priority", "llama-server, the same ratio (ignores priority)",
                           f(r, ".2f"), "(beside)"])
-    return ("## Priority\n\nTenant interactive (priority 0, Poisson 0.5/s, short prompts, 32 "
+    rate = load_scenario("priority")["tenants"][0]["arrival"].get("poisson")
+    return ("## Priority\n\nTenant interactive (priority 0, Poisson %s/s, short prompts, 32 "
             "tokens) alone, then under a flood of tenant batch (priority 3, closed loop of 16, "
             "~512-id prompts, 128 tokens). Goal for llmd: loaded p99 TTFT ≤ %.1f× unloaded. "
-            "llama-server does not read `priority`.\n\n" % GOAL_PRIORITY
+            "llama-server does not read `priority`.\n\n" % (rate, GOAL_PRIORITY)
             + table(["server", "alone TTFT p50", "alone p99", "flooded p50", "flooded p99",
                      "p99 ratio", "batch out tok/s", "interactive requests (flooded)"], rows)
             + notes)
@@ -689,9 +704,10 @@ def sec_fairness(R, goals):
         else:
             goals.append(["fairness", "llama-server, the same ratio", f(r, ".3f"), "(beside)"])
     return ("## Fairness\n\nTenants a and b, same priority and weight, Poisson rates 1:5 "
-            "(a at %s req/s, each above half the machine); output tokens received within the "
+            "(a at %s req/s: %d%% of the faster server's saturation rate, so each asks for more "
+            "than half of either server); output tokens received within the "
             "window. Goal for llmd: a ÷ b within %d%% of 1.\n\n"
-            % (f(F["scale"], ".3g"), GOAL_FAIR * 100)
+            % (f(F["scale"], ".3g"), FAIR_SCALE * 100, GOAL_FAIR * 100)
             + table(["server", "a tokens", "b tokens", "a ÷ b", "a requests", "b requests"],
                     rows) + notes)
 
@@ -874,10 +890,16 @@ def render(meta, R, summary_path):
         if name in R:
             body.append(fn())
     head = ["# llmd benchmark report\n",
-            "Written by `scripts/bench.py` (`make bench`) on %s. Every figure below was measured "
-            "in that one invocation, llmd and llama.cpp's llama-server side by side on the same "
+            "Written by `scripts/bench.py` (`make bench`) on %s. In every comparison below, llmd "
+            "and llama.cpp's llama-server ran side by side in one invocation on the same "
             "machine, model and thread count, one server running at a time. Figures from "
-            "another machine or another run are not comparable with these.\n" % meta["date"],
+            "another machine or another run are not comparable with these.\n" % meta["date"]
+            + ("" if not meta.get("merged") else
+               "\n**Two invocations:** %s rerun on %s (`--merge`), after a change to how the "
+               "driver sets them up; the other comparisons (%s) are from %s. Within each "
+               "comparison both servers still ran side by side in one invocation.\n"
+               % (", ".join(meta["merged"]["rerun"]), meta["merged"]["rerun_date"],
+                  ", ".join(meta["merged"]["kept"]), meta["merged"]["kept_date"])),
             "## Set-up\n",
             table(["", ""], [
                 ["machine", "%s, %s cores, %s GiB memory, Linux %s" % (
@@ -897,7 +919,10 @@ def render(meta, R, summary_path):
                 ["comparisons", ", ".join(meta["todo"])],
                 ["total time", "%d s" % m["total_s"]]]),
             "\nTo rerun: `make bench` (or `make bench SOAK_S=600`), which runs\n\n    "
-            + shlex.join(["python3"] + meta["argv"]) + "\n"]
+            + shlex.join(["python3"] + meta["argv"]) + "\n"
+            + ("" if not meta.get("merged") else "\nand then, for %s:\n\n    %s\n" % (
+                ", ".join(meta["merged"]["rerun"]),
+                shlex.join(["python3"] + meta["merged"]["argv"])))]
     busy = m["loadavg_start"][0]  # at the end it counts our own servers too
     if busy > 0.5 * (m["cores"] or 1):
         head.append("\n**The machine was busy**: a 1-minute load average of %.1f on %s cores "
@@ -997,6 +1022,11 @@ def parse_args():
                     help="threads of both servers (default: every core)")
     ap.add_argument("--max-duration", type=float, metavar="S",
                     help="cap every scenario but the soak at S seconds (quick trial runs)")
+    ap.add_argument("--render", action="store_true",
+                    help="only write the report again from OUT/bench.json (no runs)")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other comparisons of OUT/bench.json and rerun only --only's "
+                         "(the report names what was rerun, and when)")
     ap.add_argument("--sat-req-s", type=float,
                     help="saturation rate to scale load, fairness and soak from, instead of "
                          "running saturation")
@@ -1005,10 +1035,24 @@ def parse_args():
 
 def main():
     args = parse_args()
+    if args.render:
+        with open(os.path.join(args.out, "bench.json")) as fh:
+            old = json.load(fh)
+        with open(args.report, "w") as fh:
+            fh.write(render(old["meta"], old["results"],
+                            os.path.relpath(os.path.join(args.out, "bench.json"), ROOT)))
+        log("wrote %s from %s/bench.json" % (args.report, args.out))
+        return
     todo = ORDER if not args.only else [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in todo if s not in RUNNERS]
     if bad:
         sys.exit("bench: --only: unknown %s (known: %s)" % (",".join(bad), ",".join(ORDER)))
+    old = None
+    if args.merge:
+        with open(os.path.join(args.out, "bench.json")) as fh:
+            old = json.load(fh)
+        if not args.sat_req_s and "saturation" not in todo:
+            args.sat_req_s = old["meta"]["sat_req_s"]
     if NEEDS_SAT & set(todo) and "saturation" not in todo and not args.sat_req_s:
         log("load, fairness and soak are scaled from saturation: running it too")
         todo = ["saturation"] + todo
@@ -1022,6 +1066,9 @@ def main():
         ctx.model_id = ctx.model_id[:-5]
     ctx.threads, ctx.soak_s, ctx.max_duration = args.threads, args.soak_s, args.max_duration
     ctx.sat_req_s, ctx.sat_from = args.sat_req_s, "--sat-req-s" if args.sat_req_s else None
+    if old and "saturation" not in todo:
+        ctx.sat_from = old["meta"]["sat_from"]
+        ctx.sat_max_req_s = old["meta"].get("sat_max_req_s") or sat_rates(old["results"])[1]
     ctx.out = os.path.abspath(args.out)
     ctx.logs = os.path.join(ctx.out, "logs")
     ctx.commands, ctx.failures = [], []
@@ -1062,7 +1109,20 @@ def main():
         "argv": [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:], "threads": ctx.threads,
         "model": os.path.relpath(ctx.model, ROOT), "model_id": ctx.model_id,
         "sat_req_s": ctx.sat_req_s, "sat_from": ctx.sat_from, "todo": todo,
+        "sat_max_req_s": getattr(ctx, "sat_max_req_s", None),
         "commands": ctx.commands, "failures": ctx.failures}
+    if old:
+        # The comparisons not rerun keep their figures, run, date and machine.
+        kept = {k: v for k, v in old["results"].items() if k not in R}
+        meta["merged"] = {"rerun": todo, "rerun_date": meta["date"], "kept": sorted(kept),
+                          "kept_date": old["meta"].get("date"),
+                          "kept_commands": old["meta"].get("commands", [])}
+        meta["commands"] = old["meta"].get("commands", []) + meta["commands"]
+        meta["failures"] = old["meta"].get("failures", []) + meta["failures"]
+        meta["merged"]["argv"] = meta["argv"]
+        for k in ("machine", "versions", "date", "threads", "argv", "todo"):
+            meta[k] = old["meta"][k]
+        R = dict(kept, **R)
     summary = os.path.join(ctx.out, "bench.json")
     with open(summary, "w") as f:
         json.dump({"meta": meta, "results": strip_reports(R)}, f, indent=2)
