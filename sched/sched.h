@@ -45,7 +45,8 @@
  *      opts.bg_slack, once the most important level with work is placed,
  *      the levels after it share a budget of bg_slack * (a + b * T) / b
  *      tokens (T: tokens placed so far; a, b: sched_set_step_cost), so
- *      they lengthen its step by that fraction at most.  Where a step's
+ *      they lengthen its step by that fraction at most (but get at least
+ *      one token, so they slow down and never stop).  Where a step's
  *      cost hardly grows with its size (a GPU) that is most of the
  *      budget; where it grows in proportion (a CPU) more important
  *      streams keep close to their unloaded speed.

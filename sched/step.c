@@ -486,8 +486,10 @@ static void cap_background(struct sched *s)
         return;
     int placed = s->o.max_batch_tokens - s->budget;
     double extra = s->o.bg_slack * (s->step_a + s->step_b * placed) / s->step_b;
+    /* At least one token: less important work slows down, never stops
+     * (admissions included), whatever the cost model says. */
     if (extra < s->budget)
-        s->budget = extra > 0 ? (int)extra : 0;
+        s->budget = extra > 1 ? (int)extra : 1;
 }
 
 /* Whether the chunks placed from index `from` on carry the prompt of a

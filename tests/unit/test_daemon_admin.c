@@ -447,6 +447,9 @@ START_TEST(queues_show_a_running_stream_with_its_id_tenant_priority_and_growing_
     json_t *ba = body("Tell me about the sea.", 1, LONG_TOKENS, 1, 1);
     json_object_set_new(ba, "priority", json_integer(5));
     stream_open(&a, KA, CHAT, ba);
+    /* a produces a token before b (more important) arrives: it is admitted,
+     * and stays running beside b, however slowly */
+    stream_past(&a, 1);
     stream_open(&b, KB, COMPL, body("Once upon a time", 0, LONG_TOKENS, 1, 1));
     ck_assert_msg(strncmp(a.id, "chatcmpl-", 9) == 0, "chat request id %s", a.id);
 
